@@ -1,0 +1,141 @@
+/**
+ * The check pipeline, in the contract's phases (SPEC §1), shared by every transport:
+ *   1. credential  — which key the headers carry (pure)
+ *   2. format      — prefix, length, alphabet, checksum (pure; no store call for a malformed key)
+ *   3. key         — the record by SHA-256 digest (store)
+ *   4. expiry      — (pure)
+ *   5. account     — disabled? (store)
+ *   6. model       — only for restricted keys (pure, reads the body)
+ * A store that cannot answer yields 503 AUTH_UNAVAILABLE.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { findCredential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
+import {
+  accountDeny,
+  allow,
+  credentialDeny,
+  deny,
+  keyDeny,
+  modelDeny,
+  type Decision,
+} from './core/decision.ts';
+import { resolveFamily, type Family, type PrefixRule } from './core/family.ts';
+import { readModel } from './core/model/index.ts';
+import { isWellFormedKey, keyDigest, maskKey } from './keys/format.ts';
+import { StoreUnavailable, type KeyStore } from './store/key-store.ts';
+
+export interface CheckInput {
+  /** A request header by lower-case name. */
+  readonly header: (name: string) => HeaderValue;
+  readonly method: string;
+  /** Path with query string, as the client sent it. */
+  readonly path: string;
+  /** Per-route family set by the proxy (Envoy `context_extensions.protocol`, `x-keygate-protocol`). */
+  readonly protocol: string | undefined;
+  readonly body: Uint8Array | string | undefined;
+  readonly bodyTruncated: boolean;
+  /** The proxy's request id (Envoy `x-request-id`), if any. */
+  readonly requestId: string | undefined;
+}
+
+export interface CheckOutcome {
+  readonly decision: Decision;
+  readonly family: Family;
+  readonly requestId: string;
+}
+
+export interface AuthorizerOptions {
+  readonly keyPrefix: string;
+  readonly pathPrefixes: readonly PrefixRule[];
+  readonly now?: () => number;
+}
+
+/** Observes every decision (metrics, logs); must not throw. */
+export type DecisionObserver = (outcome: CheckOutcome, input: CheckInput, startedAt: bigint) => void;
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
+
+export function requestIdOf(given: string | undefined): string {
+  return given !== undefined && SAFE_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+export class Authorizer {
+  readonly #store: KeyStore;
+  readonly #opts: AuthorizerOptions;
+  readonly #now: () => number;
+  readonly #log: Logger;
+  readonly #observers: DecisionObserver[] = [];
+
+  constructor(store: KeyStore, opts: AuthorizerOptions, log: Logger) {
+    this.#store = store;
+    this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#log = log;
+  }
+
+  observe(fn: DecisionObserver): void {
+    this.#observers.push(fn);
+  }
+
+  async check(input: CheckInput): Promise<CheckOutcome> {
+    const startedAt = process.hrtime.bigint();
+    const family = resolveFamily(input.protocol, input.path, this.#opts.pathPrefixes);
+    const requestId = requestIdOf(input.requestId);
+    let decision: Decision;
+    try {
+      decision = await this.#decide(input, family);
+    } catch (err) {
+      if (!(err instanceof StoreUnavailable)) {
+        this.#log.error({ err: { message: (err as Error)?.message, name: (err as Error)?.name }, requestId }, 'check failed; denying');
+      }
+      decision = deny('AUTH_UNAVAILABLE');
+    }
+    const outcome: CheckOutcome = { decision, family, requestId };
+    for (const fn of this.#observers) fn(outcome, input, startedAt);
+    return outcome;
+  }
+
+  async #decide(input: CheckInput, family: Family): Promise<Decision> {
+    const credential = findCredential(input.header as (n: KeyHeader) => HeaderValue);
+    const key = credential.kind === 'key' ? credential.key : '';
+    const early = credentialDeny(credential, credential.kind === 'key' && isWellFormedKey(key, this.#opts.keyPrefix));
+    if (early) return early;
+
+    const parsed = await this.#store.key(keyDigest(key));
+    const k = keyDeny(parsed, this.#now());
+    if (k) return k;
+    if (parsed.kind !== 'grant') return deny('INVALID_API_KEY');
+    const grant = parsed.grant;
+
+    const a = accountDeny(await this.#store.accountBlocked(grant.account), grant.id);
+    if (a) return a;
+
+    const m = modelDeny(
+      grant,
+      () =>
+        readModel({
+          family,
+          method: input.method,
+          path: input.path,
+          contentType: firstValue(input.header('content-type')),
+          body: input.body,
+          bodyTruncated: input.bodyTruncated,
+        }),
+      family,
+    );
+    if ('allow' in m) return m;
+    return allow(grant, m.model);
+  }
+
+  /** For logs: a masked form of whatever key the request carried. */
+  maskedKeyOf(input: CheckInput): string | undefined {
+    const c = findCredential(input.header as (n: KeyHeader) => HeaderValue);
+    return c.kind === 'key' ? maskKey(c.key, this.#opts.keyPrefix) : undefined;
+  }
+}
+
+function firstValue(v: HeaderValue): string | undefined {
+  if (v === undefined) return undefined;
+  return typeof v === 'string' ? v : v[0];
+}

@@ -1,0 +1,72 @@
+/**
+ * `keygate` command line (SPEC §5). `serve` runs the sidecar; the console commands manage keys.
+ * Bad input: one line on stderr, non-zero exit, nothing changed.
+ */
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { ConfigError, loadConfig } from '../config.ts';
+import { startSidecar } from '../main.ts';
+import { createLogger } from '../telemetry/logger.ts';
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function intArg(name: string) {
+  return (v: string) => {
+    if (!/^\d{1,5}$/.test(v)) throw new InvalidArgumentError(`${name} must be a port number`);
+    return Number(v);
+  };
+}
+
+export function buildProgram(): Command {
+  const program = new Command('keygate')
+    .description('API-key authentication sidecar for an LLM gateway behind Envoy')
+    .exitOverride()
+    .showHelpAfterError(false)
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+  program
+    .command('serve')
+    .description('run the sidecar: gRPC ext_authz, HTTP external auth, and health/metrics')
+    .option('--redis <url>', 'Redis URL (env REDIS_URL; default redis://127.0.0.1:6379)')
+    .option('--grpc-port <n>', 'gRPC ext_authz port (env KEYGATE_GRPC_PORT; default 9001)', intArg('--grpc-port'))
+    .option('--http-port <n>', 'HTTP external auth port (env KEYGATE_HTTP_PORT; default 9002)', intArg('--http-port'))
+    .option('--admin-port <n>', '/healthz, /readyz, /metrics port (env KEYGATE_ADMIN_PORT; default 9003)', intArg('--admin-port'))
+    .addHelpText('after', '\nEvery setting also reads its environment variable; see README "Configuration".')
+    .action(async (o: { redis?: string; grpcPort?: number; httpPort?: number; adminPort?: number }) => {
+      const config = loadConfig({ redisUrl: o.redis, grpcPort: o.grpcPort, httpPort: o.httpPort, adminPort: o.adminPort });
+      const log = createLogger(config.logLevel);
+      const sidecar = await startSidecar(config, log);
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        log.info({ signal }, 'shutting down');
+        sidecar.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    });
+
+  return program;
+}
+
+/** One line on stderr for any error we expect a user to fix. */
+export async function run(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    const msg = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`keygate: ${msg.split('\n')[0]}\n`);
+    process.exitCode = err instanceof ConfigError || err instanceof UsageError ? 2 : 1;
+  }
+}
+
+await run(process.argv.slice(2));

@@ -1,0 +1,119 @@
+/**
+ * Sidecar configuration: flags over environment over defaults, validated with zod.
+ * A bad setting stops the start with one line naming it (see `ConfigError`).
+ */
+import { z } from 'zod';
+import { FAMILIES, type PrefixRule } from './core/family.ts';
+import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './keys/format.ts';
+import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bool = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'])])
+  .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes' || v === 'on');
+const headerName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a lower-case HTTP header name')
+  .refine((h) => !h.startsWith('x-envoy-') && h !== 'host', 'must not be a reserved header');
+const redisUrl = z
+  .string()
+  .regex(/^(rediss?|redis-sentinel|redis-cluster|rediss-cluster):\/\/[^\s]+$/, 'must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL');
+
+const prefixTable = z
+  .string()
+  .transform((s, ctx): PrefixRule[] => {
+    const rules: PrefixRule[] = [];
+    for (const item of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+      const eq = item.lastIndexOf('=');
+      const prefix = item.slice(0, eq);
+      const family = item.slice(eq + 1);
+      if (eq <= 0 || !prefix.startsWith('/') || !(FAMILIES as readonly string[]).includes(family)) {
+        ctx.addIssue({ code: 'custom', message: `"${item}" is not /path-prefix=openai|anthropic|google` });
+        return z.NEVER;
+      }
+      rules.push({ prefix, family: family as PrefixRule['family'] });
+    }
+    return rules;
+  });
+
+export const configSchema = z.object({
+  redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
+  listenHost: z.string().min(1).default('127.0.0.1'),
+  adminHost: z.string().min(1).default('0.0.0.0'),
+  grpcPort: port.default(9001),
+  httpPort: port.default(9002),
+  adminPort: port.default(9003),
+  keyPrefix: z
+    .string()
+    .min(2)
+    .max(16)
+    .regex(KEY_PREFIX_PATTERN, 'must be lower-case letters/digits ending in "_" or "-", e.g. kg_')
+    .default(DEFAULT_KEY_PREFIX),
+  redisNamespace: z.string().regex(NAMESPACE_PATTERN, 'must be 1-32 of [A-Za-z0-9_.-]').default(DEFAULT_NAMESPACE),
+  accountHeader: headerName.default('x-keygate-account-id'),
+  keyIdHeader: headerName.default('x-keygate-key-id'),
+  stripKeyHeaders: bool.default(true),
+  pathPrefixes: prefixTable.default([]),
+  errorDomain: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/).default('keygate'),
+  redisTimeoutMs: z.coerce.number().int().min(10).max(60_000).default(250),
+  cacheMaxEntries: z.coerce.number().int().min(0).max(50_000_000).default(200_000),
+  serveCachedDuringOutage: bool.default(false),
+  grpcMaxReceiveBytes: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(16 * 1024 * 1024),
+  drainDelayMs: z.coerce.number().int().min(0).max(600_000).default(5_000),
+  shutdownTimeoutMs: z.coerce.number().int().min(100).max(600_000).default(20_000),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof configSchema>;
+type Raw = { [K in keyof Config]?: unknown };
+
+/** Environment variable for each setting. */
+export const ENV: { readonly [K in keyof Config]: string } = {
+  redisUrl: 'REDIS_URL',
+  listenHost: 'KEYGATE_LISTEN_HOST',
+  adminHost: 'KEYGATE_ADMIN_HOST',
+  grpcPort: 'KEYGATE_GRPC_PORT',
+  httpPort: 'KEYGATE_HTTP_PORT',
+  adminPort: 'KEYGATE_ADMIN_PORT',
+  keyPrefix: 'KEYGATE_KEY_PREFIX',
+  redisNamespace: 'KEYGATE_REDIS_NAMESPACE',
+  accountHeader: 'KEYGATE_ACCOUNT_HEADER',
+  keyIdHeader: 'KEYGATE_KEY_ID_HEADER',
+  stripKeyHeaders: 'KEYGATE_STRIP_KEY_HEADERS',
+  pathPrefixes: 'KEYGATE_PATH_PREFIXES',
+  errorDomain: 'KEYGATE_ERROR_DOMAIN',
+  redisTimeoutMs: 'KEYGATE_REDIS_TIMEOUT_MS',
+  cacheMaxEntries: 'KEYGATE_CACHE_MAX_ENTRIES',
+  serveCachedDuringOutage: 'KEYGATE_SERVE_CACHED_DURING_OUTAGE',
+  grpcMaxReceiveBytes: 'KEYGATE_GRPC_MAX_RECEIVE_BYTES',
+  drainDelayMs: 'KEYGATE_DRAIN_DELAY_MS',
+  shutdownTimeoutMs: 'KEYGATE_SHUTDOWN_TIMEOUT_MS',
+  logLevel: 'KEYGATE_LOG_LEVEL',
+};
+
+/** Settings from flags (given as parsed values) over environment; throws ConfigError with one line. */
+export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, unknown> = {};
+  for (const k of Object.keys(ENV) as (keyof Config)[]) {
+    const fromFlag = flags[k];
+    const fromEnv = env[ENV[k]];
+    if (fromFlag !== undefined) raw[k] = fromFlag;
+    else if (fromEnv !== undefined && fromEnv !== '') raw[k] = fromEnv;
+  }
+  const r = configSchema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const key = issue.path[0] as keyof Config;
+    const shown = key in ENV ? `${ENV[key]} (${String(key)})` : String(key);
+    throw new ConfigError(`invalid setting ${shown}: ${issue.message}`);
+  }
+  const c = r.data;
+  const ports = [c.grpcPort, c.httpPort, c.adminPort].filter((p) => p !== 0);
+  if (new Set(ports).size !== ports.length) throw new ConfigError('invalid setting: gRPC, HTTP and admin ports must differ');
+  if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
+  return c;
+}

@@ -1,0 +1,30 @@
+/** The deny codes of the contract (SPEC §1) and the HTTP status each one carries. */
+export const DENY_STATUS = {
+  API_KEY_REQUIRED: 401,
+  AMBIGUOUS_API_KEY: 400,
+  INVALID_API_KEY: 401,
+  API_KEY_EXPIRED: 401,
+  USER_BLOCKED: 403,
+  MODEL_NOT_ALLOWED: 403,
+  AUTH_UNAVAILABLE: 503,
+} as const;
+
+export type DenyCode = keyof typeof DENY_STATUS;
+export type DenyStatus = (typeof DENY_STATUS)[DenyCode];
+export const DENY_CODES = Object.keys(DENY_STATUS) as DenyCode[];
+
+/** What happened and what to do, per code. `detail` (already safe text) is appended where given. */
+export const DENY_MESSAGE: Record<DenyCode, string> = {
+  API_KEY_REQUIRED:
+    'No API key was sent. Send your key in the Authorization header as "Bearer <key>" (or in x-api-key / x-goog-api-key).',
+  AMBIGUOUS_API_KEY:
+    'More than one API key was sent. Send exactly one key, in exactly one of Authorization, x-api-key or x-goog-api-key.',
+  INVALID_API_KEY:
+    'The API key is invalid or has been revoked. Check the key you sent, or create a new key in the console.',
+  API_KEY_EXPIRED: 'The API key has expired. Create a new key in the console, or extend this key\'s expiry.',
+  USER_BLOCKED: 'The account that owns this API key is disabled. Contact the account owner or support.',
+  MODEL_NOT_ALLOWED:
+    'This API key is not allowed to use the requested model. Use a model the key allows, or change the key\'s allowed models in the console.',
+  AUTH_UNAVAILABLE:
+    'The gateway could not verify the API key because its key store is unavailable. Retry the request shortly.',
+};

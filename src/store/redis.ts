@@ -1,0 +1,111 @@
+/**
+ * Redis connections from one URL setting (SPEC §6):
+ *   redis://[user:pass@]host:port[/db]      rediss:// for TLS
+ *   redis-sentinel://[:pass@]host:port[,host:port…]/masterName[/db]
+ *   redis-cluster://[:pass@]host:port[,host:port…]      rediss-cluster:// for TLS
+ * Commands fail fast while disconnected (no offline queue) so that a decision never waits on an
+ * outage longer than the command timeout.
+ */
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+export type RedisClient = Redis | Cluster;
+
+export interface ConnectOptions {
+  readonly commandTimeoutMs: number;
+  readonly connectionName?: string;
+  /** Keep commands queued while connecting (console CLI) instead of failing fast (sidecar). */
+  readonly queueWhileOffline?: boolean;
+  readonly lazyConnect?: boolean;
+  /** RESP protocol version; the invalidation subscriber uses 2. */
+  readonly protocol?: 2 | 3;
+}
+
+export interface ParsedRedisUrl {
+  readonly mode: 'standalone' | 'sentinel' | 'cluster';
+  readonly tls: boolean;
+  readonly hosts: ReadonlyArray<{ host: string; port: number }>;
+  readonly username?: string;
+  readonly password?: string;
+  readonly db: number;
+  readonly masterName?: string;
+}
+
+function hostsOf(list: string, defaultPort: number): { host: string; port: number }[] {
+  return list.split(',').map((hp) => {
+    const m = /^(\[[^\]]+\]|[^:]+)(?::(\d{1,5}))?$/.exec(hp.trim());
+    if (!m) throw new Error(`bad host "${hp}"`);
+    const port = m[2] === undefined ? defaultPort : Number(m[2]);
+    if (port < 1 || port > 65535) throw new Error(`bad port in "${hp}"`);
+    return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+  });
+}
+
+/** Parses a Redis URL of any supported mode; throws with a message that never contains the password. */
+export function parseRedisUrl(url: string): ParsedRedisUrl {
+  const m = /^([a-z-]+):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)(\/[^?#]*)?$/.exec(url);
+  if (!m) throw new Error('REDIS_URL is not a valid Redis URL');
+  const scheme = m[1]!;
+  const username = m[2] ? decodeURIComponent(m[2]) : undefined;
+  const password = m[3] !== undefined ? decodeURIComponent(m[3]) : undefined;
+  const path = (m[5] ?? '').split('/').filter(Boolean);
+  const auth = { ...(username ? { username } : {}), ...(password !== undefined ? { password } : {}) };
+  const dbOf = (s: string | undefined) => {
+    if (s === undefined) return 0;
+    if (!/^\d{1,2}$/.test(s)) throw new Error('REDIS_URL database must be a number');
+    return Number(s);
+  };
+  switch (scheme) {
+    case 'redis':
+    case 'rediss':
+      return { mode: 'standalone', tls: scheme === 'rediss', hosts: hostsOf(m[4]!, 6379), db: dbOf(path[0]), ...auth };
+    case 'redis-sentinel': {
+      if (!path[0]) throw new Error('redis-sentinel:// URL needs the master name as its path');
+      return { mode: 'sentinel', tls: false, hosts: hostsOf(m[4]!, 26379), masterName: path[0], db: dbOf(path[1]), ...auth };
+    }
+    case 'redis-cluster':
+    case 'rediss-cluster':
+      return { mode: 'cluster', tls: scheme === 'rediss-cluster', hosts: hostsOf(m[4]!, 6379), db: 0, ...auth };
+    default:
+      throw new Error(`REDIS_URL scheme "${scheme}" is not supported`);
+  }
+}
+
+/** Reconnect forever with capped backoff: the sidecar recovers by itself when Redis returns. */
+const retryStrategy = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000);
+
+export function connectRedis(url: string, opts: ConnectOptions): RedisClient {
+  const p = parseRedisUrl(url);
+  const common: RedisOptions = {
+    commandTimeout: opts.commandTimeoutMs,
+    connectTimeout: Math.max(1000, opts.commandTimeoutMs * 4),
+    enableOfflineQueue: opts.queueWhileOffline ?? false,
+    maxRetriesPerRequest: opts.queueWhileOffline ? 2 : 0,
+    retryStrategy,
+    lazyConnect: opts.lazyConnect ?? false,
+    protocol: opts.protocol ?? 2,
+    ...(opts.connectionName ? { connectionName: opts.connectionName } : {}),
+    ...(p.username ? { username: p.username } : {}),
+    ...(p.password !== undefined ? { password: p.password } : {}),
+    ...(p.tls ? { tls: {} } : {}),
+  };
+  if (p.mode === 'cluster') {
+    const clusterOpts: ClusterOptions = {
+      redisOptions: common,
+      enableOfflineQueue: opts.queueWhileOffline ?? false,
+      clusterRetryStrategy: retryStrategy,
+      lazyConnect: opts.lazyConnect ?? false,
+    };
+    return new Cluster(p.hosts.map((h) => ({ host: h.host, port: h.port })), clusterOpts);
+  }
+  if (p.mode === 'sentinel') {
+    return new Redis({
+      ...common,
+      sentinels: p.hosts.map((h) => ({ host: h.host, port: h.port })),
+      name: p.masterName!,
+      db: p.db,
+      sentinelRetryStrategy: retryStrategy,
+      ...(p.password !== undefined ? { sentinelPassword: p.password } : {}),
+    });
+  }
+  return new Redis({ ...common, host: p.hosts[0]!.host, port: p.hosts[0]!.port, db: p.db });
+}
