@@ -6,6 +6,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { startSidecar } from '../main.ts';
 import { createLogger } from '../telemetry/logger.ts';
+import { registerConsoleCommands } from './console-commands.ts';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
       process.on('SIGINT', () => stop('SIGINT'));
     });
 
+  registerConsoleCommands(program);
   return program;
 }
 
