@@ -1,0 +1,70 @@
+/** Every invalid setting is refused at start with one line naming it; nothing starts. */
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, ENV, loadConfig, type Config } from '../src/config.ts';
+
+const BAD: { [K in keyof Config]: string[] } = {
+  redisUrl: ['http://x', 'redis:/x', 'redis://a b', ''],
+  listenHost: [],
+  adminHost: [],
+  grpcPort: ['-1', '65536', 'abc', '1.5'],
+  httpPort: ['70000', 'x'],
+  adminPort: ['-5'],
+  keyPrefix: ['KG_', 'kg', '_kg_', 'kg$_', 'averyveryverylongprefix_'],
+  redisNamespace: ['a:b', 'x'.repeat(40), 'a b'],
+  accountHeader: ['X-Upper', 'x-envoy-foo', 'has space', 'host'],
+  keyIdHeader: ['bad_header!'],
+  stripKeyHeaders: ['maybe', '2'],
+  pathPrefixes: ['noslash=openai', '/a=azure', '/a', '=openai'],
+  errorDomain: ['bad domain', ''],
+  redisTimeoutMs: ['0', '5', 'x', '1000000'],
+  cacheMaxEntries: ['-1', 'many'],
+  serveCachedDuringOutage: ['perhaps'],
+  grpcMaxReceiveBytes: ['10', '1e12'],
+  drainDelayMs: ['-1'],
+  shutdownTimeoutMs: ['5'],
+  logLevel: ['verbose', 'INFO'],
+};
+
+describe('configuration validation', () => {
+  const rows = Object.entries(BAD).flatMap(([k, vs]) => vs.filter((v) => v !== '').map((v) => [k, v] as const));
+  it.each(rows)('%s = %j is refused with a message naming it', (k, v) => {
+    const env = { [ENV[k as keyof Config]]: v };
+    let err: unknown;
+    try {
+      loadConfig({}, env);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const msg = (err as Error).message;
+    expect(msg).toContain(ENV[k as keyof Config]);
+    expect(msg).not.toContain('\n');
+  });
+
+  it('defaults are valid and ports must differ', () => {
+    expect(loadConfig({}, {}).grpcPort).toBe(9001);
+    expect(() => loadConfig({}, { KEYGATE_HTTP_PORT: '9001' })).toThrow(/must differ/);
+  });
+
+  it('the CLI refuses a bad setting with one stderr line and a non-zero exit', () => {
+    const r = spawnSync('bin/keygate', ['serve'], {
+      env: { ...process.env, KEYGATE_NODE: process.execPath, KEYGATE_KEY_PREFIX: 'BAD' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain('KEYGATE_KEY_PREFIX');
+    expect(r.stdout).toBe('');
+  });
+
+  it('a Redis password in a bad URL is never echoed', () => {
+    expect(() => loadConfig({}, { REDIS_URL: 'redis://user:s3cretpass@host:notaport' })).not.toThrow();
+    try {
+      loadConfig({}, { REDIS_URL: 'http://user:s3cretpass@host' });
+    } catch (e) {
+      expect((e as Error).message).not.toContain('s3cretpass');
+    }
+  });
+});

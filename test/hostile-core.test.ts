@@ -1,0 +1,211 @@
+/**
+ * Property tests on the pure decision core: random header maps, look-alikes, random facts and
+ * hostile text. The core never throws, allows only when every rule passes, and every deny body is
+ * valid JSON in the entry's shape with a contract code.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { DENY_CODES, DENY_STATUS, type DenyCode } from '../src/core/codes.ts';
+import { findCredential, KEY_HEADERS, trimOws, type HeaderValue } from '../src/core/credentials.ts';
+import { decide, deny, type Facts } from '../src/core/decision.ts';
+import { denyResponse } from '../src/core/deny-response.ts';
+import { FAMILIES, resolveFamily, type Family } from '../src/core/family.ts';
+import { generateKey, isWellFormedKey, maskKey } from '../src/keys/format.ts';
+import type { ParsedKey } from '../src/schema/redis-schema.ts';
+
+const KEY = generateKey();
+
+/** Hostile strings: control chars, unicode, look-alikes of "Bearer", commas, huge values. */
+const hostile = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 64 }),
+  fc.string({ unit: 'grapheme', maxLength: 32 }),
+  fc.constantFrom(
+    KEY,
+    ` ${KEY}\t`,
+    `Bearer ${KEY}`,
+    `bEaReR ${KEY}`,
+    `Веarer ${KEY}`, // Cyrillic В, е
+    `Ｂearer ${KEY}`, // fullwidth B
+    `Bearer\u00a0${KEY}`, // NBSP is not OWS
+    `Bearer ${KEY}\u200b`, // zero-width space
+    `Bearer ${KEY},`,
+    `Bearer ${KEY}, Bearer ${KEY}`,
+    `${KEY},${KEY}`,
+    `Basic ${KEY}`,
+    'Bearer',
+    '',
+    ' ',
+    ',',
+    KEY.toUpperCase(),
+    KEY.slice(0, -1),
+  ),
+  fc.string({ maxLength: 20_000 }).map((s) => s.repeat(3)),
+);
+
+const headerValue: fc.Arbitrary<HeaderValue> = fc.oneof(
+  fc.constant(undefined),
+  hostile,
+  fc.array(hostile, { minLength: 0, maxLength: 3 }),
+);
+
+/** The contract's oracle, written independently of the implementation: the key the request carries. */
+function oracleKey(h: Record<string, HeaderValue>): string | null {
+  const values: { name: string; v: string }[] = [];
+  for (const name of KEY_HEADERS) {
+    const raw = h[name];
+    const list = raw === undefined ? [] : typeof raw === 'string' ? [raw] : raw;
+    for (const item of list) for (const part of item.split(',')) {
+      const v = part.replace(/^[ \t]+|[ \t]+$/g, '');
+      if (name === 'authorization' && /^bearer$/i.test(v)) continue;
+      if (v !== '') values.push({ name, v });
+    }
+  }
+  if (values.length !== 1) return null;
+  const { name, v } = values[0]!;
+  if (name !== 'authorization') return v;
+  const m = /^bearer[ \t]+(.+)$/is.exec(v);
+  return m && /^bearer$/i.test(v.split(/[ \t]/)[0]!) ? m[1]!.replace(/^[ \t]+/, '') : null;
+}
+
+describe('credentials over random header maps', () => {
+  it('never throws and finds a key only when exactly one header carries exactly one value', () => {
+    fc.assert(
+      fc.property(headerValue, headerValue, headerValue, (a, x, g) => {
+        const h: Record<string, HeaderValue> = { authorization: a, 'x-api-key': x, 'x-goog-api-key': g };
+        const c = findCredential((n) => h[n]);
+        const expected = oracleKey(h);
+        if (c.kind === 'key') {
+          expect(c.key).toBe(expected);
+          expect(c.key).toBe(trimOws(c.key));
+          expect(c.key.length).toBeGreaterThan(0);
+        } else {
+          expect(expected === null || c.kind === 'bad-scheme' || c.kind === 'missing').toBe(true);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('look-alikes of Bearer are never accepted as the Bearer scheme', () => {
+    for (const v of [`Веarer ${KEY}`, `Ｂearer ${KEY}`, `Bearer\u00a0${KEY}`]) {
+      const c = findCredential((n) => (n === 'authorization' ? v : undefined));
+      expect(c.kind === 'key' && c.key === KEY).toBe(false);
+    }
+  });
+});
+
+const parsedKey: fc.Arbitrary<ParsedKey | 'unavailable' | undefined> = fc.oneof(
+  fc.constant(undefined),
+  fc.constant('unavailable' as const),
+  fc.constant({ kind: 'absent' } as const),
+  fc.record({ kind: fc.constant('corrupt' as const), reason: fc.string() }),
+  fc.record({
+    kind: fc.constant('grant' as const),
+    grant: fc.record({
+      id: fc.constant('key_0123456789abcdef'),
+      account: fc.constant('acct'),
+      models: fc.option(fc.array(fc.constantFrom('*', 'openai/*', 'openai/gpt-4o', 'anthropic/claude-x', 'google/*')), { nil: null }),
+      expiresAt: fc.option(fc.integer({ min: 0, max: 2_000 }), { nil: null }),
+    }),
+  }),
+);
+
+describe('decide over random facts', () => {
+  it('allows only when every rule of SPEC §1 passes; never throws', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.constant({ kind: 'missing' } as const),
+          fc.constant({ kind: 'ambiguous' } as const),
+          fc.constant({ kind: 'bad-scheme' } as const),
+          fc.constant({ kind: 'key', key: KEY, header: 'x-api-key' } as const),
+        ),
+        fc.boolean(),
+        parsedKey,
+        fc.oneof(fc.boolean(), fc.constant('corrupt' as const), fc.constant('unavailable' as const), fc.constant(undefined)),
+        fc.constantFrom(...FAMILIES),
+        fc.oneof(
+          fc.record({ kind: fc.constant('model' as const), model: fc.constantFrom('openai/gpt-4o', 'gpt-4o', 'claude-x', 'gemini-2.0') }),
+          fc.record({ kind: fc.constant('uncertain' as const), reason: fc.string() }),
+        ),
+        fc.integer({ min: 0, max: 2_000 }),
+        (credential, wellFormed, key, accountBlocked, family, model, nowMs) => {
+          const facts: Facts = { credential, wellFormed, key, accountBlocked, family, model: () => model, nowMs };
+          const d = decide(facts);
+          if (d.allow) {
+            expect(credential.kind).toBe('key');
+            expect(wellFormed).toBe(true);
+            expect(typeof key === 'object' && key.kind === 'grant').toBe(true);
+            const g = (key as Extract<ParsedKey, { kind: 'grant' }>).grant;
+            expect(g.expiresAt === null || nowMs < g.expiresAt).toBe(true);
+            expect(accountBlocked).toBe(false);
+            if (g.models !== null) expect(model.kind).toBe('model');
+          } else {
+            expect(DENY_CODES).toContain(d.code);
+            expect(d.status).toBe(DENY_STATUS[d.code]);
+          }
+        },
+      ),
+      { numRuns: 5000 },
+    );
+  });
+});
+
+describe('deny bodies', () => {
+  it('are valid JSON in the family shape with the contract code, for any request id and detail', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...FAMILIES),
+        fc.constantFrom(...DENY_CODES),
+        fc.string({ unit: 'binary', maxLength: 300 }),
+        fc.option(fc.string({ unit: 'binary', maxLength: 300 }), { nil: undefined }),
+        (family: Family, code: DenyCode, requestId: string, detail: string | undefined) => {
+          const r = denyResponse(family, deny(code, detail), requestId, { errorDomain: 'keygate' });
+          const body = JSON.parse(r.body);
+          expect(r.status).toBe(DENY_STATUS[code]);
+          if (family === 'openai') expect(body.error.code).toBe(code);
+          if (family === 'anthropic') {
+            expect(body.type).toBe('error');
+            expect(body.error.code).toBe(code);
+            expect(body.request_id).toBe(requestId);
+          }
+          if (family === 'google') {
+            expect(body.error.code).toBe(DENY_STATUS[code]);
+            expect(body.error.details[0].reason).toBe(code);
+          }
+          expect(r.headers.find(([k]) => k === 'content-type')?.[1]).toBe('application/json');
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe('families and key format', () => {
+  it('resolveFamily never throws and always yields a family', () => {
+    fc.assert(
+      fc.property(fc.option(fc.string(), { nil: undefined }), fc.string({ unit: 'binary', maxLength: 500 }), (proto, path) => {
+        expect(FAMILIES).toContain(resolveFamily(proto, path, [{ prefix: '/a/', family: 'anthropic' }]));
+      }),
+    );
+  });
+
+  it('random strings are almost never well-formed, and masking never reveals the random part', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 80 }), (s) => {
+        expect(isWellFormedKey(s, 'kg_')).toBe(false);
+        const m = maskKey(s);
+        expect(m.length).toBeLessThanOrEqual(24);
+      }),
+    );
+    for (let i = 0; i < 200; i++) {
+      const k = generateKey();
+      expect(isWellFormedKey(k, 'kg_')).toBe(true);
+      expect(maskKey(k)).not.toContain(k.slice(3, -4));
+      // any single-character change is caught by length, alphabet or checksum
+      const pos = 3 + (i % 38);
+      const c = k[pos] === 'a' ? 'b' : 'a';
+      expect(isWellFormedKey(k.slice(0, pos) + c + k.slice(pos + 1), 'kg_')).toBe(false);
+    }
+  });
+});
