@@ -46,7 +46,7 @@ beforeAll(async () => {
   redis = await startRedis();
   db = redis.client();
   sidecar = await startSidecar(
-    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, grpcMaxReceiveBytes: MAX }, {}),
+    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, grpcMaxReceiveBytes: MAX, redisTimeoutMs: 10_000 }, {}),
     createLogger('silent'),
   );
   client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
