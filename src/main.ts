@@ -9,9 +9,11 @@ import { schema } from './schema/redis-schema.ts';
 import { connectRedis } from './store/redis.ts';
 import { RedisKeyStore } from './store/redis-store.ts';
 import { GrpcTransport } from './transport/grpc/server.ts';
+import { HttpTransport } from './transport/http/server.ts';
 
 export interface Sidecar {
   readonly grpcPort: number;
+  readonly httpPort: number;
   readonly authorizer: Authorizer;
   /** Graceful stop: not ready, drain, close. */
   close(): Promise<void>;
@@ -38,15 +40,30 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
     log,
   );
   const grpcPort = await grpc.listen();
+  const http = new HttpTransport(
+    authorizer,
+    {
+      host: config.listenHost,
+      port: config.httpPort,
+      maxBodyBytes: config.httpMaxBodyBytes,
+      accountHeader: config.accountHeader,
+      keyIdHeader: config.keyIdHeader,
+      stripKeyHeaders: config.stripKeyHeaders,
+      errorDomain: config.errorDomain,
+    },
+    log,
+  );
+  const httpPort = await http.listen();
   grpc.setServing(true);
-  log.info({ grpcPort }, 'keygate listening');
+  log.info({ grpcPort, httpPort }, 'keygate listening');
 
   return {
     grpcPort,
+    httpPort,
     authorizer,
     async close() {
       grpc.setServing(false);
-      await grpc.close(config.shutdownTimeoutMs);
+      await Promise.all([grpc.close(config.shutdownTimeoutMs), http.close(config.shutdownTimeoutMs)]);
       await store.close();
     },
   };
