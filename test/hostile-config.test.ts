@@ -21,6 +21,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   cacheMaxEntries: ['-1', 'many'],
   serveCachedDuringOutage: ['perhaps'],
   grpcMaxReceiveBytes: ['10', '1e12'],
+  httpMaxBodyBytes: ['10', '1e12'],
   drainDelayMs: ['-1'],
   shutdownTimeoutMs: ['5'],
   logLevel: ['verbose', 'INFO'],
