@@ -1,0 +1,70 @@
+/**
+ * Bulk seeding of key records for the benchmark, through the schema module (the records the sidecar
+ * reads: version, id, account, status, models). Pipelined; a million keys take seconds.
+ */
+import { writeFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+import { keyDigest } from '../../src/keys/format.ts';
+import { KeyField, SCHEMA_VERSION, type Schema } from '../../src/schema/redis-schema.ts';
+import { fastKeys } from './bodies.ts';
+
+export interface SeedSpec {
+  prefix: string;
+  count: number;
+  /** Keys are spread over this many accounts. */
+  accounts: number;
+  /** Distinguishes key ids of separate batches. */
+  tag: string;
+  models?: string[];
+}
+
+/** Seeds `count` active keys; returns them (plaintext, for the load generator only). */
+export async function seedKeys(redis: Redis, s: Schema, spec: SeedSpec): Promise<string[]> {
+  const keys = fastKeys(spec.prefix, spec.count);
+  const BATCH = 5000;
+  for (let from = 0; from < keys.length; from += BATCH) {
+    const p = redis.pipeline();
+    for (let i = from; i < Math.min(keys.length, from + BATCH); i++) {
+      const fields: string[] = [
+        KeyField.version,
+        SCHEMA_VERSION,
+        KeyField.id,
+        `key_${spec.tag}${String(i).padStart(12, '0')}`,
+        KeyField.account,
+        `acct-bench-${i % spec.accounts}`,
+        KeyField.status,
+        'active',
+        KeyField.name,
+        'bench',
+      ];
+      if (spec.models) fields.push(KeyField.models, JSON.stringify(spec.models));
+      p.hset(s.keyRecord(keyDigest(keys[i]!)), ...fields);
+    }
+    await p.exec();
+  }
+  return keys;
+}
+
+/** One key a line, fixed width (the load generator indexes by line). */
+export function writeKeysFile(path: string, keys: readonly string[]): void {
+  writeFileSync(path, keys.join('\n') + '\n', 'latin1');
+}
+
+/** Redis command calls by command name, from INFO commandstats. */
+export async function commandCalls(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats');
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+/** Calls per decision by command, between two commandstats snapshots (the bench's own INFO excluded). */
+export function roundTripsPerDecision(before: Record<string, number>, after: Record<string, number>, decisions: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [cmd, n] of Object.entries(after)) {
+    if (cmd === 'info') continue;
+    const d = n - (before[cmd] ?? 0);
+    if (d > 0) out[cmd] = d / decisions;
+  }
+  return out;
+}

@@ -1,0 +1,75 @@
+/**
+ * One benchmark target in its own process (so that the load generator never shares its event loop):
+ *   node bench/lib/target.ts keygate       the sidecar (`startSidecar`), configured from the environment
+ *   node bench/lib/target.ts noop-grpcjs   the floor: @grpc/grpc-js serving Check with a fixed OK answer
+ *   node bench/lib/target.ts noop-h2       reference: a bare node:http2 handler with a fixed gRPC answer
+ * Reports `{ port, pid }` over IPC once listening; exits cleanly on SIGTERM (so `--cpu-prof` is written).
+ */
+import * as http2 from 'node:http2';
+import * as grpc from '@grpc/grpc-js';
+import { loadConfig } from '../../src/config.ts';
+import { startSidecar } from '../../src/main.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
+import { authorizationService } from '../../src/transport/grpc/protos.ts';
+import { checkMethod, grpcFrame } from './bodies.ts';
+
+const kind = process.argv[2];
+const OK = { status: { code: 0 } };
+
+async function noopGrpcJs(): Promise<{ port: number; close(): Promise<void> }> {
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_concurrent_streams': 1000 });
+  server.addService(authorizationService().service, {
+    Check: (_call: unknown, cb: grpc.sendUnaryData<object>) => cb(null, OK),
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { port, close: () => new Promise((r) => server.tryShutdown(() => r())) };
+}
+
+async function noopH2(): Promise<{ port: number; close(): Promise<void> }> {
+  const body = grpcFrame(checkMethod().responseSerialize(OK));
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 1000 } });
+  server.on('stream', (stream) => {
+    stream.on('data', () => {});
+    stream.on('end', () => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(body);
+    });
+    stream.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  return { port: typeof addr === 'object' && addr ? addr.port : 0, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+async function keygate(): Promise<{ port: number; close(): Promise<void> }> {
+  const config = loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0 }, process.env);
+  const sidecar = await startSidecar(config, createLogger(config.logLevel));
+  return { port: sidecar.grpcPort, close: () => sidecar.close() };
+}
+
+const starters: Record<string, () => Promise<{ port: number; close(): Promise<void> }>> = {
+  keygate,
+  'noop-grpcjs': noopGrpcJs,
+  'noop-h2': noopH2,
+};
+
+const start = kind ? starters[kind] : undefined;
+if (!start) {
+  process.stderr.write(`target: unknown kind ${JSON.stringify(kind)}; one of ${Object.keys(starters).join(', ')}\n`);
+  process.exit(2);
+}
+const t = await start();
+let closing = false;
+const stop = () => {
+  if (closing) return;
+  closing = true;
+  const force = setTimeout(() => process.exit(0), 3000);
+  force.unref();
+  t.close().finally(() => process.exit(0));
+};
+process.on('SIGTERM', stop);
+process.on('disconnect', stop);
+process.send?.({ port: t.port, pid: process.pid });

@@ -1,0 +1,170 @@
+/**
+ * The benchmark's pieces, minimally (no timing assertions: figures come from `npm run bench`):
+ * body files decode to the Envoy request they claim to be, keys spliced into a template are
+ * well-formed, and the targets, load generators and Redis accounting work against a real
+ * redis-server and real child processes.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { isWellFormedKey, keyDigest } from '../src/keys/format.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import {
+  chatBody,
+  checkMethod,
+  encodeCheck,
+  fastKeys,
+  grpcUnframe,
+  keyTemplate,
+  malformedKey,
+  withKey,
+} from '../bench/lib/bodies.ts';
+import { runH2load } from '../bench/lib/h2load.ts';
+import { runLoad } from '../bench/lib/loadgen.ts';
+import { loadgen, startTarget, type Target } from '../bench/lib/procs.ts';
+import { summarizeProfile } from '../bench/lib/profile.ts';
+import { commandCalls, roundTripsPerDecision, seedKeys, writeKeysFile } from '../bench/lib/seed.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+
+const s = schema();
+const decode = (frame: Buffer) => checkMethod().requestDeserialize(grpcUnframe(frame)[0]!);
+
+describe('bench bodies', () => {
+  it('frames an Envoy CheckRequest that decodes with the upstream protos', () => {
+    const [key] = fastKeys('kg_', 1);
+    const body = chatBody(1024, 'gpt-4o-mini', 'last');
+    const frame = encodeCheck({ key, body });
+    expect(frame[0]).toBe(0);
+    expect(frame.readUInt32BE(1)).toBe(frame.length - 5);
+    const req = decode(frame);
+    const http = req.attributes.request.http;
+    expect(http.headers.authorization).toBe(`Bearer ${key}`);
+    expect(http.headers[':path']).toBe('/v1/chat/completions');
+    expect(Buffer.from(http.raw_body).equals(body)).toBe(true);
+    expect(req.attributes.context_extensions.protocol).toBe('openai');
+  });
+
+  it('writes keys into a template at the key slot', () => {
+    const t = keyTemplate('kg_');
+    const keys = fastKeys('kg_', 3);
+    for (const k of keys) expect(decode(withKey(t, k)).attributes.request.http.headers.authorization).toBe(`Bearer ${k}`);
+    expect(() => withKey(t, 'short')).toThrow(/length/);
+  });
+
+  it('makes well-formed keys, and malformed ones that fail only the checksum', () => {
+    const keys = fastKeys('kg_', 500);
+    expect(new Set(keys).size).toBe(500);
+    for (const k of keys) expect(isWellFormedKey(k, 'kg_')).toBe(true);
+    const bad = malformedKey(keys[0]!);
+    expect(bad.length).toBe(keys[0]!.length);
+    expect(isWellFormedKey(bad, 'kg_')).toBe(false);
+  });
+
+  it.each([
+    [1024, 'first'],
+    [65536, 'last'],
+  ] as const)('chat body of %i bytes with the model %s', (size, where) => {
+    const b = chatBody(size, 'gpt-4o-mini', where);
+    expect(b.length).toBe(size);
+    const doc = JSON.parse(b.toString());
+    expect(doc.model).toBe('gpt-4o-mini');
+    expect(Object.keys(doc)[where === 'first' ? 0 : Object.keys(doc).length - 1]).toBe('model');
+  });
+});
+
+describe('bench profile summary', () => {
+  it('attributes self time to functions and inclusive time to areas', () => {
+    const prof = {
+      nodes: [
+        { id: 1, callFrame: { functionName: '(root)', url: '', lineNumber: -1 }, children: [2] },
+        { id: 2, callFrame: { functionName: 'check', url: 'file:///x/src/authorizer.ts', lineNumber: 9 }, children: [3] },
+        { id: 3, callFrame: { functionName: 'decode', url: 'file:///x/node_modules/protobufjs/src/reader.js', lineNumber: 0 } },
+      ],
+      samples: [2, 3, 3, 3],
+      timeDeltas: [10, 10, 10, 10],
+    };
+    const md = summarizeProfile(JSON.stringify(prof));
+    expect(md).toContain('| 75.0 | `decode protobufjs:1` |');
+    expect(md).toContain('| 100.0 | `src/authorizer.ts` |');
+  });
+});
+
+describe('bench pieces against real processes', () => {
+  let redis: RedisServer;
+  let db: Redis;
+  let keygate: Target;
+  let floor: Target;
+  let dir: string;
+  let valid: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'keygate-bench-'));
+    redis = await startRedis();
+    db = redis.client();
+    [valid] = await seedKeys(db, s, { prefix: 'kg_', count: 1, accounts: 1, tag: 'valid' }) as [string];
+    keygate = await startTarget('keygate', 'keygate', { REDIS_URL: redis.url, KEYGATE_LOG_LEVEL: 'silent' });
+    floor = await startTarget('floor', 'noop-grpcjs');
+  });
+
+  afterAll(async () => {
+    await keygate?.stop();
+    await floor?.stop();
+    if (redis) await destroyRedis(redis);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('seeds records the sidecar reads', async () => {
+    const rec = await db.hgetall(s.keyRecord(keyDigest(valid)));
+    expect(rec).toMatchObject({ v: '1', status: 'active', account: 'acct-bench-0' });
+  });
+
+  it('the node:http2 load generator checks grpc-status and decodes answers', async () => {
+    const good = join(dir, 'valid.bin');
+    writeFileSync(good, encodeCheck({ key: valid }));
+    const bad = join(dir, 'malformed.bin');
+    writeFileSync(bad, encodeCheck({ key: malformedKey(valid) }));
+    const a = await runLoad({ port: keygate.port, connections: 2, streams: 2, requests: 20, bodyFile: good, sampleEvery: 1 });
+    expect(a).toMatchObject({ errors: 0, httpNon200: 0, grpcStatus: { '0': 20 }, sampled: { allow: 20 } });
+    const d = await runLoad({ port: keygate.port, connections: 1, streams: 1, requests: 3, bodyFile: bad, sampleEvery: 1 });
+    expect(d.sampled).toEqual({ 'deny:INVALID_API_KEY': 3 });
+    const f = await runLoad({ port: floor.port, connections: 1, streams: 1, requests: 3, bodyFile: bad, sampleEvery: 1 });
+    expect(f.sampled).toEqual({ allow: 3 });
+  });
+
+  it('cold keys: one key per request from a keys file, with Redis commands counted', async () => {
+    const keys = await seedKeys(db, s, { prefix: 'kg_', count: 40, accounts: 4, tag: 'cold' });
+    const keysFile = join(dir, 'keys.txt');
+    writeKeysFile(keysFile, keys);
+    const t = keyTemplate('kg_');
+    const tpl = join(dir, 'tpl.bin');
+    writeFileSync(tpl, t.frame);
+    writeFileSync(tpl + '.json', JSON.stringify({ offset: t.offset, keyLength: t.keyLength }));
+    const before = await commandCalls(db);
+    const r = await loadgen({ port: keygate.port, connections: 1, streams: 4, requests: 40, templateFile: tpl, keysFile, sampleEvery: 1 });
+    const after = await commandCalls(db);
+    expect(r.sampled).toEqual({ allow: 40 });
+    const rt = roundTripsPerDecision(before, after, 40);
+    expect(rt.hmget).toBeGreaterThan(0);
+    expect(rt.hmget).toBeLessThanOrEqual(1);
+    const flood = await loadgen({ port: keygate.port, connections: 1, streams: 4, requests: 30, templateFile: tpl, randomKeysPrefix: 'kg_', sampleEvery: 1 });
+    expect(flood.sampled).toEqual({ 'deny:INVALID_API_KEY': 30 });
+    expect(keygate.memory().rssKiB).toBeGreaterThan(0);
+  });
+
+  it('h2load drives a target with the framed body and its log is read', async () => {
+    try {
+      execFileSync('sh', ['-c', 'command -v h2load'], { stdio: 'ignore' });
+    } catch {
+      throw new Error('h2load is required (apt-get install nghttp2-client)');
+    }
+    const file = join(dir, 'valid.bin');
+    const r = await runH2load({ port: keygate.port, bodyFile: file, connections: 1, streams: 2, durationSec: 0.5, warmupSec: 0.1, logFile: join(dir, 'h2.log'), headers: { 'grpc-timeout': '5S' } });
+    expect(r.done).toBeGreaterThan(0);
+    expect(r.non2xx).toBe(0);
+    expect(r.succeeded).toBe(r.done);
+    expect(r.p50us).toBeGreaterThan(0);
+  });
+});
