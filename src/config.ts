@@ -116,6 +116,9 @@ export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env
   const c = r.data;
   const ports = [c.grpcPort, c.httpPort, c.adminPort].filter((p) => p !== 0);
   if (new Set(ports).size !== ports.length) throw new ConfigError('invalid setting: gRPC, HTTP and admin ports must differ');
+  if (c.drainDelayMs >= c.shutdownTimeoutMs) {
+    throw new ConfigError('invalid setting KEYGATE_DRAIN_DELAY_MS: must be less than KEYGATE_SHUTDOWN_TIMEOUT_MS');
+  }
   if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
   return c;
 }

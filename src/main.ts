@@ -2,69 +2,131 @@
  * Wiring only: config → store → authorizer → transports → admin. `startSidecar` returns a handle
  * that the CLI (`keygate serve`), the tests and the benchmark all use.
  */
+import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
+import { AdminServer } from './admin/server.ts';
 import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
 import { schema } from './schema/redis-schema.ts';
 import { connectRedis } from './store/redis.ts';
 import { RedisKeyStore } from './store/redis-store.ts';
+import { decisionLogger } from './telemetry/decision-log.ts';
+import { Metrics } from './telemetry/metrics.ts';
 import { GrpcTransport } from './transport/grpc/server.ts';
-import { HttpTransport } from './transport/http/server.ts';
 
 export interface Sidecar {
   readonly grpcPort: number;
-  readonly httpPort: number;
+  readonly adminPort: number;
   readonly authorizer: Authorizer;
-  /** Graceful stop: not ready, drain, close. */
+  readonly metrics: Metrics;
+  /** Ready as `/readyz` reports it: store reachable and not draining. */
+  ready(): boolean;
+  /**
+   * Graceful stop (SIGTERM): readiness false at once, keep serving for `drainDelayMs` so that
+   * Envoy and the kubelet notice, then close the transports (in-flight checks finish), the admin
+   * port and the store. Everything is bounded by `shutdownTimeoutMs` from the call.
+   */
+  shutdown(): Promise<void>;
+  /** `shutdown` without the drain delay (tests, embedding). */
   close(): Promise<void>;
 }
 
+/** A transport or server the shutdown closes; `close` lets in-flight work finish within `timeoutMs`. */
+export interface Closable {
+  readonly name: string;
+  close(timeoutMs: number): Promise<void>;
+}
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+
 export async function startSidecar(config: Config, log: Logger): Promise<Sidecar> {
+  const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
   const redis = connectRedis(config.redisUrl, { commandTimeoutMs: config.redisTimeoutMs, connectionName: 'keygate-sidecar' });
   redis.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis connection error'));
+  metrics.watchRedis(redis, 'commands');
   const store = new RedisKeyStore(redis, s, log);
   const authorizer = new Authorizer(store, { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes }, log);
+  authorizer.observe(metrics.observer);
+  authorizer.observe(decisionLogger(authorizer, log));
 
-  const grpc = new GrpcTransport(
-    authorizer,
-    {
-      host: config.listenHost,
-      port: config.grpcPort,
-      maxReceiveBytes: config.grpcMaxReceiveBytes,
-      accountHeader: config.accountHeader,
-      keyIdHeader: config.keyIdHeader,
-      stripKeyHeaders: config.stripKeyHeaders,
-      errorDomain: config.errorDomain,
-    },
-    log,
-  );
-  const grpcPort = await grpc.listen();
-  const http = new HttpTransport(
-    authorizer,
-    {
-      host: config.listenHost,
-      port: config.httpPort,
-      maxBodyBytes: config.httpMaxBodyBytes,
-      accountHeader: config.accountHeader,
-      keyIdHeader: config.keyIdHeader,
-      stripKeyHeaders: config.stripKeyHeaders,
-      errorDomain: config.errorDomain,
-    },
-    log,
-  );
-  const httpPort = await http.listen();
-  grpc.setServing(true);
-  log.info({ grpcPort, httpPort }, 'keygate listening');
-
-  return {
-    grpcPort,
-    httpPort,
-    authorizer,
-    async close() {
-      grpc.setServing(false);
-      await Promise.all([grpc.close(config.shutdownTimeoutMs), http.close(config.shutdownTimeoutMs)]);
-      await store.close();
-    },
+  let draining = false;
+  const readiness = () => ({ store: store.ready(), draining });
+  const ready = () => {
+    const r = readiness();
+    return r.store && !r.draining;
   };
+  metrics.setReadiness(ready);
+
+  /** Transports in the order they are closed (all at once); new ones slot in here. */
+  const transports: Closable[] = [];
+  const closeAll = async (list: Closable[], deadline: number) => {
+    await Promise.all(
+      list.map((c) =>
+        c.close(Math.max(0, deadline - Date.now())).catch((err: unknown) => {
+          log.error({ err: { message: (err as Error)?.message }, closable: c.name }, 'close failed');
+        }),
+      ),
+    );
+  };
+
+  try {
+    const grpc = new GrpcTransport(
+      authorizer,
+      {
+        host: config.listenHost,
+        port: config.grpcPort,
+        maxReceiveBytes: config.grpcMaxReceiveBytes,
+        accountHeader: config.accountHeader,
+        keyIdHeader: config.keyIdHeader,
+        stripKeyHeaders: config.stripKeyHeaders,
+        errorDomain: config.errorDomain,
+      },
+      log,
+    );
+    transports.push({
+      name: 'grpc',
+      close: async (timeoutMs) => {
+        await grpc.close(timeoutMs);
+      },
+    });
+    const grpcPort = await grpc.listen();
+    grpc.setServing(true);
+
+    const admin = new AdminServer({ host: config.adminHost, port: config.adminPort, readiness, metrics }, log);
+    const adminPort = await admin.listen();
+    log.info({ grpcPort, adminPort }, 'keygate listening');
+
+    let stopping: Promise<void> | undefined;
+    const stop = (drainDelayMs: number) =>
+      (stopping ??= (async () => {
+        const deadline = Date.now() + config.shutdownTimeoutMs;
+        draining = true;
+        grpc.setServing(false);
+        log.info({ drainDelayMs, shutdownTimeoutMs: config.shutdownTimeoutMs }, 'draining: not ready, still serving');
+        if (drainDelayMs > 0) await sleep(Math.min(drainDelayMs, Math.max(0, deadline - Date.now() - 1000)));
+        await closeAll(transports, deadline);
+        await closeAll([{ name: 'admin', close: (t) => admin.close(t) }], deadline);
+        await store.close();
+        log.info('stopped');
+      })());
+
+    return {
+      grpcPort,
+      adminPort,
+      authorizer,
+      metrics,
+      ready,
+      shutdown: () => stop(config.drainDelayMs),
+      close: () => stop(0),
+    };
+  } catch (err) {
+    await closeAll(transports, Date.now() + 1000);
+    await store.close();
+    throw err;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

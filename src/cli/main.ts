@@ -36,16 +36,26 @@ export function buildProgram(): Command {
     .addHelpText('after', '\nEvery setting also reads its environment variable; see README "Configuration".')
     .action(async (o: { redis?: string; grpcPort?: number; httpPort?: number; adminPort?: number }) => {
       const config = loadConfig({ redisUrl: o.redis, grpcPort: o.grpcPort, httpPort: o.httpPort, adminPort: o.adminPort });
-      const log = createLogger(config.logLevel);
+      const log = createLogger(config.logLevel, undefined, { keyPrefix: config.keyPrefix });
+      process.on('unhandledRejection', (err) => log.error({ err: { message: (err as Error)?.message } }, 'unhandled rejection'));
       const sidecar = await startSidecar(config, log);
+      const exit = (code: number) => log.flush(() => process.exit(code));
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;
         stopping = true;
         log.info({ signal }, 'shutting down');
-        sidecar.close().then(
-          () => process.exit(0),
-          () => process.exit(1),
+        // Backstop: the shutdown bounds itself by shutdownTimeoutMs; this only catches a hang.
+        setTimeout(() => {
+          log.error('shutdown did not finish in time; exiting');
+          exit(1);
+        }, config.shutdownTimeoutMs + 2_000).unref();
+        sidecar.shutdown().then(
+          () => exit(0),
+          (err: unknown) => {
+            log.error({ err: { message: (err as Error)?.message } }, 'shutdown failed');
+            exit(1);
+          },
         );
       };
       process.on('SIGTERM', () => stop('SIGTERM'));

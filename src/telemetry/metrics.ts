@@ -1,0 +1,206 @@
+/**
+ * Prometheus metrics (`/metrics` on the admin port), on a registry of their own.
+ *
+ * Hot path: one decision costs an array increment (decision counts live in a Float64Array and are
+ * copied into the prom-client counter only when scraped) and one observation on a histogram child
+ * bound once at start. No label objects are built per decision.
+ *
+ * Store-side numbers (cache hits, misses, invalidations, size) are read at scrape time through
+ * `addStoreStats`, so any store can report them without depending on this module.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CheckOutcome, DecisionObserver } from '../authorizer.ts';
+import { DENY_CODES } from '../core/codes.ts';
+import { FAMILIES, type Family } from '../core/family.ts';
+
+/** What a store may report; every field is optional (an uncached store reports nothing). */
+export interface StoreStats {
+  /** Decisions' store lookups answered from the cache (monotonic). */
+  readonly cacheHits?: number;
+  /** Lookups that went to Redis (monotonic). */
+  readonly cacheMisses?: number;
+  /** Cache entries dropped on an invalidation message or a link reset (monotonic). */
+  readonly cacheInvalidations?: number;
+  /** Entries held now. */
+  readonly cacheSize?: number;
+}
+
+/** Anything that emits ioredis-style `error` and `reconnecting` events. */
+export interface RedisEvents {
+  on(event: 'error' | 'reconnecting', fn: (...args: unknown[]) => void): unknown;
+}
+
+/** `code` label of an allow. */
+const ALLOW_CODE = 'OK';
+const CODES = [ALLOW_CODE, ...DENY_CODES] as const;
+const FAMILY_INDEX: Record<Family, number> = { openai: 0, anthropic: 1, google: 2 };
+const CODE_INDEX = new Map<string, number>(CODES.map((c, i) => [c, i]));
+
+/** Seconds: decisions are sub-millisecond when cached, a Redis round trip when not, 250 ms at the timeout. */
+export const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+
+export interface MetricsOptions {
+  /** Process and Node.js runtime metrics (CPU, memory, event loop lag, GC). Default true. */
+  readonly defaultMetrics?: boolean;
+  readonly version?: string;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  /** decisions[code * FAMILIES.length + family] */
+  readonly #decisions = new Float64Array(CODES.length * FAMILIES.length);
+  readonly #latencyAllow: Histogram.Internal<string>;
+  readonly #latencyDeny: Histogram.Internal<string>;
+  readonly #redisErrors: Counter<'connection'>;
+  readonly #redisReconnects: Counter<'connection'>;
+  readonly #storeStats: Array<() => StoreStats | undefined> = [];
+  #ready: () => boolean = () => false;
+
+  /** The observer to hand to `Authorizer.observe`. */
+  readonly observer: DecisionObserver;
+
+  constructor(opts: MetricsOptions = {}) {
+    const registers = [this.registry];
+    const decisions = this.#decisions;
+
+    new Counter({
+      name: 'keygate_decisions_total',
+      help: 'Decisions by result (allow|deny), code (OK or the deny code) and entry family.',
+      labelNames: ['result', 'code', 'family'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (let c = 0; c < CODES.length; c++) {
+          const code = CODES[c]!;
+          const result = code === ALLOW_CODE ? 'allow' : 'deny';
+          for (let f = 0; f < FAMILIES.length; f++) {
+            const n = decisions[c * FAMILIES.length + f]!;
+            // Allows and every code appear from the start so that rate() has a baseline.
+            this.inc({ result, code, family: FAMILIES[f]! }, n);
+          }
+        }
+      },
+    });
+
+    const latency = new Histogram({
+      name: 'keygate_decision_duration_seconds',
+      help: 'Time from CheckRequest decoded to decision made, by result.',
+      labelNames: ['result'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.#latencyAllow = latency.labels('allow');
+    this.#latencyDeny = latency.labels('deny');
+
+    this.#redisErrors = new Counter({
+      name: 'keygate_redis_errors_total',
+      help: 'Errors reported by a Redis connection (connection refused, timeouts, protocol errors).',
+      labelNames: ['connection'] as const,
+      registers,
+    });
+    this.#redisReconnects = new Counter({
+      name: 'keygate_redis_reconnects_total',
+      help: 'Reconnect attempts by a Redis connection after it was lost.',
+      labelNames: ['connection'] as const,
+      registers,
+    });
+
+    const storeStats = this.#storeStats;
+    const sum = (pick: (s: StoreStats) => number | undefined): number | undefined => {
+      let total: number | undefined;
+      for (const read of storeStats) {
+        const v = safeRead(read);
+        const n = v === undefined ? undefined : pick(v);
+        if (typeof n === 'number' && Number.isFinite(n)) total = (total ?? 0) + n;
+      }
+      return total;
+    };
+    const callbackCounter = (name: string, help: string, pick: (s: StoreStats) => number | undefined) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const v = sum(pick);
+          this.reset();
+          if (v !== undefined && v > 0) this.inc(v);
+        },
+      });
+    callbackCounter('keygate_cache_hits_total', 'Store lookups answered from the local cache.', (s) => s.cacheHits);
+    callbackCounter('keygate_cache_misses_total', 'Store lookups that went to Redis.', (s) => s.cacheMisses);
+    callbackCounter(
+      'keygate_cache_invalidations_total',
+      'Cache entries dropped because the store said they changed or the invalidation link broke.',
+      (s) => s.cacheInvalidations,
+    );
+    new Gauge({
+      name: 'keygate_cache_entries',
+      help: 'Entries held in the local cache.',
+      registers,
+      collect() {
+        this.set(sum((s) => s.cacheSize) ?? 0);
+      },
+    });
+
+    const ready = () => this.#ready();
+    new Gauge({
+      name: 'keygate_ready',
+      help: '1 when the sidecar reports ready (store reachable, not draining), else 0.',
+      registers,
+      collect() {
+        this.set(ready() ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'keygate_build_info',
+      help: 'Always 1; labels carry the version.',
+      labelNames: ['version'] as const,
+      registers,
+    }).set({ version: opts.version ?? 'unknown' }, 1);
+
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+
+    const allow = this.#latencyAllow;
+    const deny = this.#latencyDeny;
+    this.observer = (outcome: CheckOutcome, _input, startedAt: bigint) => {
+      const d = outcome.decision;
+      const c = d.allow ? 0 : (CODE_INDEX.get(d.code) ?? 0);
+      const i = c * FAMILIES.length + FAMILY_INDEX[outcome.family];
+      decisions[i] = decisions[i]! + 1;
+      const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9;
+      (d.allow ? allow : deny).observe(seconds);
+    };
+  }
+
+  /** Counts `error` and `reconnecting` events of a Redis client under `connection`. */
+  watchRedis(client: RedisEvents, connection: string): void {
+    const errors = this.#redisErrors.labels(connection);
+    const reconnects = this.#redisReconnects.labels(connection);
+    errors.inc(0);
+    reconnects.inc(0);
+    client.on('error', () => errors.inc());
+    client.on('reconnecting', () => reconnects.inc());
+  }
+
+  /** Adds a source of cache numbers, read at scrape time (several sources are summed). */
+  addStoreStats(read: () => StoreStats | undefined): void {
+    this.#storeStats.push(read);
+  }
+
+  setReadiness(ready: () => boolean): void {
+    this.#ready = ready;
+  }
+
+  /** The exposition text and its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+function safeRead(read: () => StoreStats | undefined): StoreStats | undefined {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * envoy.yaml, checked without an Envoy binary: strictly against Envoy's own
+ * envoy.config.bootstrap.v3.Bootstrap proto (typed configs resolved by @type, unknown fields and
+ * wrong types rejected at every level), then for what keygate relies on.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { loadConfig } from '../src/config.ts';
+import { HEALTH_SERVICES } from '../src/transport/grpc/server.ts';
+import { envoyProtoDirs } from '../src/transport/grpc/protos.ts';
+import { StrictProto } from './helpers/strict-proto.ts';
+
+const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';
+const text = readFileSync(new URL('../envoy.yaml', import.meta.url), 'utf8');
+const proto = new StrictProto(envoyProtoDirs(), ['envoy/config/bootstrap/v3/bootstrap.proto']);
+const defaults = loadConfig({}, {});
+
+type Obj = Record<string, any>;
+const load = (): Obj => parse(text);
+const hcmOf = (doc: Obj): Obj => doc.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+const filter = (doc: Obj, name: string): Obj => {
+  const f = hcmOf(doc).http_filters.find((x: Obj) => x.name === name);
+  if (!f) throw new Error(`no http filter ${name}`);
+  return f.typed_config;
+};
+const routes = (doc: Obj): Obj[] => hcmOf(doc).route_config.virtual_hosts.flatMap((v: Obj) => v.routes);
+const cluster = (doc: Obj, name: string): Obj => {
+  const c = doc.static_resources.clusters.find((x: Obj) => x.name === name);
+  if (!c) throw new Error(`no cluster ${name}`);
+  return c;
+};
+const seconds = (d: string) => Number(d.replace(/s$/, ''));
+
+describe('envoy.yaml against envoy.config.bootstrap.v3.Bootstrap', () => {
+  it('is valid, strictly, with every typed_config resolved', () => {
+    expect(proto.validate(BOOTSTRAP, load())).toEqual([]);
+  });
+
+  it('has a byte-for-byte copy in deploy/k8s for the ConfigMap', () => {
+    const copy = readFileSync(new URL('../deploy/k8s/envoy.yaml', import.meta.url), 'utf8');
+    expect(copy, 'run: cp envoy.yaml deploy/k8s/envoy.yaml').toBe(text);
+  });
+
+  describe('the validator catches mistakes (negative tests)', () => {
+    const broken = (mutate: (doc: Obj) => void): string[] => {
+      const doc = load();
+      mutate(doc);
+      return proto.validate(BOOTSTRAP, doc);
+    };
+
+    it.each<[string, (doc: Obj) => void, RegExp]>([
+      ['an unknown top-level field', (d) => (d.static_resource = {}), /\$\.static_resource: unknown field of envoy\.config\.bootstrap\.v3\.Bootstrap/],
+      [
+        'an unknown field deep inside a typed_config',
+        (d) => (filter(d, 'envoy.filters.http.ext_authz').with_request_body.max_bytes = 1),
+        /with_request_body\.max_bytes: unknown field of envoy\.extensions\.filters\.http\.ext_authz\.v3\.BufferSettings/,
+      ],
+      [
+        'an unknown field in a per-route typed config',
+        (d) => (routes(d)[0]!.typed_per_filter_config['envoy.filters.http.ext_authz'].context_extensions = { protocol: 'openai' }),
+        /context_extensions: unknown field of envoy\.extensions\.filters\.http\.ext_authz\.v3\.ExtAuthzPerRoute/,
+      ],
+      ['a string for a bool', (d) => (filter(d, 'envoy.filters.http.ext_authz').failure_mode_allow = 'false'), /failure_mode_allow: expected true or false/],
+      ['a number for a string', (d) => (cluster(d, 'keygate').name = 9001), /clusters\[0\]\.name: expected a string/],
+      ['an object for a list', (d) => (d.static_resources.clusters = {}), /clusters: expected a list/],
+      ['a malformed duration', (d) => (filter(d, 'envoy.filters.http.ext_authz').grpc_service.timeout = '1 second'), /grpc_service\.timeout: expected a duration/],
+      ['an unknown enum value', (d) => (filter(d, 'envoy.filters.http.ext_authz').transport_api_version = 'V4'), /transport_api_version: "V4" is not a value/],
+      ['an out-of-range integer', (d) => (d.static_resources.listeners[0].address.socket_address.port_value = 70000), /port_value: 70000 breaks lte 65535/],
+      ['a bound from protoc-gen-validate', (d) => (filter(d, 'envoy.filters.http.ext_authz').with_request_body.max_request_bytes = 0), /max_request_bytes: 0 breaks gt 0/],
+      ['an unknown @type', (d) => (filter(d, 'envoy.filters.http.router')['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Routr'), /names no known message/],
+      ['two members of one oneof', (d) => (routes(d)[0]!.direct_response = { status: 404 }), /oneof action already set by route/],
+      ['a missing required oneof', (d) => delete routes(d)[0]!.route, /needs one of route, redirect, direct_response/],
+      ['a deprecated field', (d) => (cluster(d, 'keygate').http2_protocol_options = {}), /http2_protocol_options: deprecated field/],
+    ])('%s', (_name, mutate, expected) => {
+      const errors = broken(mutate);
+      expect(errors.join('\n')).toMatch(expected);
+    });
+  });
+});
+
+describe('envoy.yaml wires keygate as the product expects', () => {
+  const doc = load();
+  const authz = filter(doc, 'envoy.filters.http.ext_authz');
+
+  it('calls keygate over gRPC (ext_authz v3) with a timeout, failing closed', () => {
+    expect(authz.grpc_service.envoy_grpc.cluster_name).toBe('keygate');
+    expect(authz.transport_api_version).toBe('V3');
+    expect(authz.failure_mode_allow).toBe(false);
+    expect(authz.status_on_error.code).toBe('ServiceUnavailable');
+    expect(authz.include_peer_certificate).toBe(false);
+    // Above a cold key's two Redis round trips at keygate's Redis timeout.
+    expect(seconds(authz.grpc_service.timeout) * 1000).toBeGreaterThan(2 * defaults.redisTimeoutMs);
+  });
+
+  it('sends up to 8 MiB of raw body, partial beyond, within both sides\' limits', () => {
+    expect(authz.with_request_body).toEqual({ max_request_bytes: 8388608, allow_partial_message: true, pack_as_bytes: true });
+    const listener = doc.static_resources.listeners[0];
+    expect(listener.per_connection_buffer_limit_bytes).toBeGreaterThan(authz.with_request_body.max_request_bytes);
+    // The CheckRequest (body + headers) fits what keygate's gRPC server accepts.
+    expect(defaults.grpcMaxReceiveBytes).toBeGreaterThanOrEqual(authz.with_request_body.max_request_bytes + 1024 * 1024);
+  });
+
+  it('runs the filters in order: health check, ext_authz, router last', () => {
+    expect(hcmOf(doc).http_filters.map((f: Obj) => f.name)).toEqual([
+      'envoy.filters.http.health_check',
+      'envoy.filters.http.ext_authz',
+      'envoy.filters.http.router',
+    ]);
+    const hc = filter(doc, 'envoy.filters.http.health_check');
+    expect(hc.pass_through_mode).toBe(false);
+    expect(hc.cluster_min_healthy_percentages.keygate.value).toBe(100);
+  });
+
+  it('has an OpenAI, an Anthropic and a Google entry, each naming its family for keygate', () => {
+    const byProtocol = new Map<string, Obj>();
+    for (const r of routes(doc)) {
+      const p = r.typed_per_filter_config?.['envoy.filters.http.ext_authz']?.check_settings?.context_extensions?.protocol;
+      if (p) byProtocol.set(p, r);
+    }
+    expect([...byProtocol.keys()].sort()).toEqual(['anthropic', 'google', 'openai']);
+    for (const [family, r] of byProtocol) {
+      expect(r.match.prefix).toBe(`/${family}/`);
+      expect(r.route.cluster).toBe('llm_upstream');
+    }
+    // No route turns the check off.
+    for (const r of routes(doc)) expect(r.typed_per_filter_config?.['envoy.filters.http.ext_authz']?.disabled).toBeUndefined();
+  });
+
+  it('routes only to clusters that exist', () => {
+    const names = new Set(doc.static_resources.clusters.map((c: Obj) => c.name));
+    for (const r of routes(doc)) if (r.route) expect(names.has(r.route.cluster)).toBe(true);
+    expect(names.has(authz.grpc_service.envoy_grpc.cluster_name)).toBe(true);
+  });
+
+  it('reaches keygate on its default gRPC port over HTTP/2, health-checked with grpc.health.v1', () => {
+    const kg = cluster(doc, 'keygate');
+    const addr = kg.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+    expect(addr).toEqual({ address: defaults.listenHost, port_value: defaults.grpcPort });
+    expect(kg.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toHaveProperty(
+      'http2_protocol_options',
+    );
+    expect(kg.health_checks[0].grpc_health_check.service_name).toBe(HEALTH_SERVICES[1]);
+  });
+
+  it('logs the identity headers keygate sets, and never a query string', () => {
+    const log = hcmOf(doc).access_log[0].typed_config.log_format.json_format;
+    expect(log.account_id).toBe(`%REQ(${defaults.accountHeader.toUpperCase()})%`);
+    expect(log.key_id).toBe(`%REQ(${defaults.keyIdHeader.toUpperCase()})%`);
+    expect(log.path).toMatch(/^%REQ_WITHOUT_QUERY\(/);
+    for (const v of Object.values(log) as string[]) expect(v).not.toMatch(/AUTHORIZATION|API-KEY/i);
+  });
+
+  it('keeps the Envoy admin API on loopback', () => {
+    expect(doc.admin.address.socket_address.address).toBe('127.0.0.1');
+  });
+});
