@@ -90,6 +90,7 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
         await grpc.close(timeoutMs);
       },
     });
+    metrics.addInFlight(() => grpc.inFlight);
     const grpcPort = await grpc.listen();
     grpc.setServing(true);
 

@@ -54,6 +54,7 @@ export class Metrics {
   readonly #redisErrors: Counter<'connection'>;
   readonly #redisReconnects: Counter<'connection'>;
   readonly #storeStats: Array<() => StoreStats | undefined> = [];
+  readonly #inFlight: Array<() => number> = [];
   #ready: () => boolean = () => false;
 
   /** The observer to hand to `Authorizer.observe`. */
@@ -142,6 +143,18 @@ export class Metrics {
       },
     });
 
+    const inFlight = this.#inFlight;
+    new Gauge({
+      name: 'keygate_checks_in_flight',
+      help: 'Checks received and not yet answered, over all transports.',
+      registers,
+      collect() {
+        let n = 0;
+        for (const read of inFlight) n += read();
+        this.set(n);
+      },
+    });
+
     const ready = () => this.#ready();
     new Gauge({
       name: 'keygate_ready',
@@ -185,6 +198,11 @@ export class Metrics {
   /** Adds a source of cache numbers, read at scrape time (several sources are summed). */
   addStoreStats(read: () => StoreStats | undefined): void {
     this.#storeStats.push(read);
+  }
+
+  /** Adds a transport's count of checks in flight (summed into keygate_checks_in_flight). */
+  addInFlight(read: () => number): void {
+    this.#inFlight.push(read);
   }
 
   setReadiness(ready: () => boolean): void {

@@ -1,0 +1,140 @@
+/**
+ * The admin port against a running sidecar and a real redis-server: /healthz, /readyz (follows
+ * Redis and draining), /metrics (decisions, latency, Redis errors, cache numbers).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { loadConfig } from '../src/config.ts';
+import { generateKey } from '../src/keys/format.ts';
+import { startSidecar, type Sidecar } from '../src/main.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { adminGet, sample, waitFor } from './helpers/admin.ts';
+import { EnvoyClient } from './helpers/envoy-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { seedKey, type SeededKey } from './helpers/seed.ts';
+
+const s = schema();
+let redis: RedisServer;
+let db: Redis;
+let sidecar: Sidecar;
+let client: EnvoyClient;
+let valid: SeededKey;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  db = redis.client();
+  valid = await seedKey(db, s, { account: 'acct-admin' });
+  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, adminHost: '127.0.0.1' }, {}), createLogger('silent'));
+  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  await waitFor('ready', async () => (await adminGet(sidecar.adminPort, '/readyz')).status === 200);
+});
+
+afterAll(async () => {
+  client?.close();
+  await sidecar?.close();
+  await destroyRedis(redis);
+});
+
+describe('health endpoints', () => {
+  it('/healthz says the process is up', async () => {
+    const r = await adminGet(sidecar.adminPort, '/healthz');
+    expect(r.status).toBe(200);
+    expect(r.type).toMatch(/^application\/json/);
+    expect(JSON.parse(r.body)).toEqual({ status: 'ok' });
+  });
+
+  it('/readyz says ready with the store reachable and not draining', async () => {
+    const r = await adminGet(sidecar.adminPort, '/readyz');
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.body)).toEqual({ ready: true, store: true, draining: false });
+  });
+
+  it('answers HEAD without a body, refuses other methods and unknown paths', async () => {
+    const head = await adminGet(sidecar.adminPort, '/healthz', { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.body).toBe('');
+    const post = await adminGet(sidecar.adminPort, '/readyz', { method: 'POST', body: 'x' });
+    expect(post.status).toBe(405);
+    const missing = await adminGet(sidecar.adminPort, '/nope');
+    expect(missing.status).toBe(404);
+    expect(JSON.parse(missing.body).paths).toContain('/metrics');
+  });
+});
+
+describe('/metrics', () => {
+  it('counts decisions by result, code and family, and times them', async () => {
+    const before = (await adminGet(sidecar.adminPort, '/metrics')).body;
+    const count = (text: string, result: string, code: string, family: string) =>
+      sample(text, 'keygate_decisions_total', { result, code, family }) ?? 0;
+
+    await client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${valid.key}` }, contextExtensions: { protocol: 'openai' } });
+    await client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${valid.key}` }, contextExtensions: { protocol: 'openai' } });
+    await client.check({ path: '/v1/messages', headers: { 'x-api-key': generateKey() }, contextExtensions: { protocol: 'anthropic' } });
+    await client.check({ path: '/v1beta/models/gemini-2.0-flash:generateContent', headers: {} });
+
+    const r = await adminGet(sidecar.adminPort, '/metrics');
+    expect(r.status).toBe(200);
+    expect(r.type).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(count(r.body, 'allow', 'OK', 'openai') - count(before, 'allow', 'OK', 'openai')).toBe(2);
+    expect(count(r.body, 'deny', 'INVALID_API_KEY', 'anthropic') - count(before, 'deny', 'INVALID_API_KEY', 'anthropic')).toBe(1);
+    expect(count(r.body, 'deny', 'API_KEY_REQUIRED', 'google') - count(before, 'deny', 'API_KEY_REQUIRED', 'google')).toBe(1);
+    // Every code/family pair is present from the start, for rate() baselines.
+    expect(sample(r.body, 'keygate_decisions_total', { result: 'deny', code: 'USER_BLOCKED', family: 'google' })).toBe(0);
+
+    const hist = (text: string, result: string) => sample(text, 'keygate_decision_duration_seconds_count', { result }) ?? 0;
+    expect(hist(r.body, 'allow') - hist(before, 'allow')).toBe(2);
+    expect(hist(r.body, 'deny') - hist(before, 'deny')).toBe(2);
+    expect(sample(r.body, 'keygate_decision_duration_seconds_bucket', { result: 'allow', le: '+Inf' })).toBe(hist(r.body, 'allow'));
+    expect(sample(r.body, 'keygate_decision_duration_seconds_sum', { result: 'allow' })).toBeGreaterThan(0);
+  });
+
+  it('exposes readiness, in-flight checks, Redis and cache series, and process metrics', async () => {
+    const { body } = await adminGet(sidecar.adminPort, '/metrics');
+    expect(sample(body, 'keygate_ready')).toBe(1);
+    expect(sample(body, 'keygate_checks_in_flight')).toBe(0);
+    expect(sample(body, 'keygate_redis_errors_total', { connection: 'commands' })).toBe(0);
+    expect(sample(body, 'keygate_redis_reconnects_total', { connection: 'commands' })).toBe(0);
+    for (const name of ['keygate_cache_hits_total', 'keygate_cache_misses_total', 'keygate_cache_invalidations_total', 'keygate_cache_entries']) {
+      expect(body).toContain(`# TYPE ${name} `);
+    }
+    expect(sample(body, 'keygate_build_info')).toBe(1);
+    expect(sample(body, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('reads cache numbers from whatever store stats source is wired, summing several', async () => {
+    sidecar.metrics.addStoreStats(() => ({ cacheHits: 40, cacheMisses: 2, cacheInvalidations: 3, cacheSize: 7 }));
+    sidecar.metrics.addStoreStats(() => ({ cacheHits: 2 }));
+    sidecar.metrics.addStoreStats(() => {
+      throw new Error('a broken source is skipped');
+    });
+    const { body } = await adminGet(sidecar.adminPort, '/metrics');
+    expect(sample(body, 'keygate_cache_hits_total')).toBe(42);
+    expect(sample(body, 'keygate_cache_misses_total')).toBe(2);
+    expect(sample(body, 'keygate_cache_invalidations_total')).toBe(3);
+    expect(sample(body, 'keygate_cache_entries')).toBe(7);
+  });
+});
+
+describe('readiness follows Redis', () => {
+  it('goes 503 when Redis is down (counting errors and reconnects) and back when it returns', async () => {
+    await redis.stop();
+    await waitFor('not ready', async () => (await adminGet(sidecar.adminPort, '/readyz')).status === 503);
+    const down = await adminGet(sidecar.adminPort, '/readyz');
+    expect(JSON.parse(down.body)).toEqual({ ready: false, store: false, draining: false });
+    expect((await adminGet(sidecar.adminPort, '/healthz')).status).toBe(200);
+    const metric = async (name: string) => sample((await adminGet(sidecar.adminPort, '/metrics')).body, name, { connection: 'commands' }) ?? 0;
+    await waitFor('a counted reconnect attempt that failed', async () => (await metric('keygate_redis_errors_total')) > 0);
+    expect(await metric('keygate_redis_reconnects_total')).toBeGreaterThan(0);
+
+    // Fail closed meanwhile, and counted as such.
+    const res = await client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${valid.key}` } });
+    expect(res.denied_response?.status?.code).toBe(503);
+
+    await redis.start();
+    await waitFor('ready again', async () => (await adminGet(sidecar.adminPort, '/readyz')).status === 200);
+    const { body } = await adminGet(sidecar.adminPort, '/metrics');
+    expect(sample(body, 'keygate_ready')).toBe(1);
+    expect(sample(body, 'keygate_decisions_total', { result: 'deny', code: 'AUTH_UNAVAILABLE', family: 'openai' })).toBeGreaterThanOrEqual(1);
+  });
+});
