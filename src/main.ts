@@ -13,9 +13,11 @@ import { RedisKeyStore } from './store/redis-store.ts';
 import { decisionLogger } from './telemetry/decision-log.ts';
 import { Metrics } from './telemetry/metrics.ts';
 import { GrpcTransport } from './transport/grpc/server.ts';
+import { HttpTransport } from './transport/http/server.ts';
 
 export interface Sidecar {
   readonly grpcPort: number;
+  readonly httpPort: number;
   readonly adminPort: number;
   readonly authorizer: Authorizer;
   readonly metrics: Metrics;
@@ -92,11 +94,28 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
     });
     metrics.addInFlight(() => grpc.inFlight);
     const grpcPort = await grpc.listen();
+
+    const http = new HttpTransport(
+      authorizer,
+      {
+        host: config.listenHost,
+        port: config.httpPort,
+        maxBodyBytes: config.httpMaxBodyBytes,
+        accountHeader: config.accountHeader,
+        keyIdHeader: config.keyIdHeader,
+        stripKeyHeaders: config.stripKeyHeaders,
+        errorDomain: config.errorDomain,
+      },
+      log,
+    );
+    transports.push({ name: 'http', close: (timeoutMs) => http.close(timeoutMs) });
+    metrics.addInFlight(() => http.inFlight);
+    const httpPort = await http.listen();
     grpc.setServing(true);
 
     const admin = new AdminServer({ host: config.adminHost, port: config.adminPort, readiness, metrics }, log);
     const adminPort = await admin.listen();
-    log.info({ grpcPort, adminPort }, 'keygate listening');
+    log.info({ grpcPort, httpPort, adminPort }, 'keygate listening');
 
     let stopping: Promise<void> | undefined;
     const stop = (drainDelayMs: number) =>
@@ -114,6 +133,7 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
 
     return {
       grpcPort,
+      httpPort,
       adminPort,
       authorizer,
       metrics,
