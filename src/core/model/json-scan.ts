@@ -1,0 +1,332 @@
+/**
+ * A streaming reader of the top-level `model` of a JSON body, over bytes.
+ *
+ * One forward pass, O(n), no recursion (nesting is tracked in a byte stack, so a body of 8 MiB of
+ * `[` cannot overflow anything), nothing built for nested values: strings, numbers and containers
+ * below the top level are only validated and skipped. Only top-level keys and the model value are
+ * ever decoded.
+ *
+ * Contract (property-tested against `JSON.parse`): when the answer is `model`, `JSON.parse` of the
+ * same bytes (decoded as UTF-8, a leading BOM dropped) yields an object whose `model` is that exact
+ * string; when it is `absent`, it yields an object with no `model`. Anything else is `refused`,
+ * including bodies JSON.parse accepts but other parsers could read differently (docs/models.md).
+ */
+import { Buffer, isUtf8 } from 'node:buffer';
+import { couldBeReadAsModel } from './names.ts';
+
+/** The most body bytes keygate will scan: the gRPC receive limit (16 MiB). */
+export const MAX_SCAN_BYTES = 16 * 1024 * 1024;
+
+export type JsonRefusal =
+  | 'too-large'
+  | 'invalid-utf8'
+  | 'invalid-json'
+  | 'not-object'
+  | 'duplicate-model'
+  | 'model-like-key'
+  | 'escaped-model-key'
+  | 'not-string';
+
+export type JsonModelScan =
+  | { readonly kind: 'model'; readonly model: string }
+  | { readonly kind: 'absent' }
+  | { readonly kind: 'refused'; readonly refusal: JsonRefusal };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
+
+/** Byte classes inside a string: 0 ordinary, 1 closing quote, 2 escape, 3 invalid (control). */
+const STR = new Uint8Array(256);
+for (let c = 0; c < 0x20; c++) STR[c] = 3;
+STR[QUOTE] = 1;
+STR[BACKSLASH] = 2;
+const WS = new Uint8Array(256);
+for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1;
+const HEX = new Uint8Array(256);
+for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
+const SIMPLE_ESCAPE = new Uint8Array(256);
+for (const c of '"\\/bfnrt') SIMPLE_ESCAPE[c.charCodeAt(0)] = 1;
+const TRUE = [0x74, 0x72, 0x75, 0x65];
+const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+const MODEL = [0x6d, 0x6f, 0x64, 0x65, 0x6c];
+
+const ABSENT: JsonModelScan = Object.freeze({ kind: 'absent' });
+const REFUSED = new Map<JsonRefusal, JsonModelScan>();
+function refuse(refusal: JsonRefusal): JsonModelScan {
+  let r = REFUSED.get(refusal);
+  if (r === undefined) REFUSED.set(refusal, (r = Object.freeze({ kind: 'refused', refusal })));
+  return r;
+}
+
+function asBuffer(b: Uint8Array): Buffer {
+  return Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+}
+
+/** The body as bytes, or a refusal: a string body must be well-formed UTF-16 (no lone surrogates). */
+export function bodyBytes(body: Uint8Array | string): Buffer | null {
+  if (typeof body !== 'string') return asBuffer(body);
+  return body.isWellFormed() ? Buffer.from(body, 'utf8') : null;
+}
+
+function skipWs(b: Uint8Array, i: number, n: number): number {
+  while (i < n && WS[b[i]!] === 1) i++;
+  return i;
+}
+
+/** Set by skipString: whether the string just skipped had an escape sequence. */
+let sawEscape = false;
+
+/**
+ * The body as 32-bit words for skipping long string runs four bytes at a time: `words[k]` holds the
+ * bytes at `wordStart + 4k` (the first 4-byte-aligned offset of the body's memory). Set per scan.
+ */
+let words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
+let wordStart = 0;
+
+function setWords(buf: Buffer): void {
+  wordStart = (4 - (buf.byteOffset & 3)) & 3;
+  const count = Math.max(0, (buf.length - wordStart) >> 2);
+  words = new Uint32Array(buf.buffer, buf.byteOffset + Math.min(wordStart, buf.length), count);
+}
+
+/** True when a word has a byte that ends an ordinary string run: `"`, `\\` or a control byte (SWAR). */
+function wordHasSpecial(x: number): boolean {
+  const q = x ^ 0x22222222;
+  const s = x ^ 0x5c5c5c5c;
+  return ((((x - 0x20202020) & ~x) | ((q - 0x01010101) & ~q) | ((s - 0x01010101) & ~s)) & 0x80808080) !== 0;
+}
+
+/** Skips ordinary string bytes from `i`: a byte loop, then words once the run is long. */
+function skipOrdinary(b: Uint8Array, i: number, n: number): number {
+  const run = i + 16;
+  while (i < n && STR[b[i]!] === 0) {
+    if (++i === run) {
+      while (i < n && ((i - wordStart) & 3) !== 0 && STR[b[i]!] === 0) i++;
+      if (i < n && STR[b[i]!] === 0) {
+        let k = (i - wordStart) >> 2;
+        while (k < words.length && !wordHasSpecial(words[k]!)) k++;
+        i = wordStart + (k << 2);
+      }
+    }
+  }
+  return i;
+}
+
+/** `i` at an opening quote; returns the index after the closing quote, or -1. */
+function skipString(b: Uint8Array, i: number, n: number): number {
+  i++;
+  for (;;) {
+    i = skipOrdinary(b, i, n);
+    if (i >= n) return -1;
+    const cls = STR[b[i]!];
+    if (cls === 1) return i + 1;
+    if (cls === 3) return -1;
+    sawEscape = true;
+    if (i + 1 >= n) return -1;
+    const e = b[i + 1]!;
+    if (SIMPLE_ESCAPE[e] === 1) {
+      i += 2;
+    } else if (e === 0x75 && i + 5 < n && HEX[b[i + 2]!] && HEX[b[i + 3]!] && HEX[b[i + 4]!] && HEX[b[i + 5]!]) {
+      i += 6;
+    } else {
+      return -1;
+    }
+  }
+}
+
+function skipDigits(b: Uint8Array, i: number, n: number): number {
+  while (i < n && b[i]! >= 0x30 && b[i]! <= 0x39) i++;
+  return i;
+}
+
+/** `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; returns the index after, or -1. */
+function skipNumber(b: Uint8Array, i: number, n: number): number {
+  if (b[i] === MINUS) i++;
+  if (i >= n) return -1;
+  const c = b[i]!;
+  if (c === 0x30) i++;
+  else if (c >= 0x31 && c <= 0x39) i = skipDigits(b, i + 1, n);
+  else return -1;
+  if (i < n && b[i] === 0x2e) {
+    const s = i + 1;
+    i = skipDigits(b, s, n);
+    if (i === s) return -1;
+  }
+  if (i < n && (b[i] === 0x65 || b[i] === 0x45)) {
+    i++;
+    if (i < n && (b[i] === 0x2b || b[i] === MINUS)) i++;
+    const s = i;
+    i = skipDigits(b, s, n);
+    if (i === s) return -1;
+  }
+  return i;
+}
+
+function skipLiteral(b: Uint8Array, i: number, n: number, lit: readonly number[]): number {
+  if (i + lit.length > n) return -1;
+  for (let k = 0; k < lit.length; k++) if (b[i + k] !== lit[k]) return -1;
+  return i + lit.length;
+}
+
+/** After `,` or `{` in an object: `ws "key" ws : `; returns the index after the colon, or -1. */
+function skipKeyColon(b: Uint8Array, i: number, n: number): number {
+  i = skipWs(b, i, n);
+  if (i >= n || b[i] !== QUOTE) return -1;
+  i = skipString(b, i, n);
+  if (i < 0) return -1;
+  i = skipWs(b, i, n);
+  return i < n && b[i] === COLON ? i + 1 : -1;
+}
+
+/** Open containers of skipValue (`{` or `[`), reused across calls and grown on demand. */
+let stack = new Uint8Array(256);
+
+/** Validates and skips one JSON value starting at or after `i`; returns the index after it, or -1. */
+function skipValue(b: Uint8Array, i: number, n: number): number {
+  let depth = 0;
+  for (;;) {
+    i = skipWs(b, i, n);
+    if (i >= n) return -1;
+    let c = b[i]!;
+    if (c === LBRACE || c === LBRACKET) {
+      i = skipWs(b, i + 1, n);
+      if (i >= n) return -1;
+      if (b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
+        i++;
+      } else {
+        if (depth === stack.length) {
+          const grown = new Uint8Array(stack.length * 2);
+          grown.set(stack);
+          stack = grown;
+        }
+        stack[depth++] = c;
+        if (c === LBRACE && (i = skipKeyColon(b, i, n)) < 0) return -1;
+        continue;
+      }
+    } else if (c === QUOTE) {
+      i = skipString(b, i, n);
+    } else if (c === MINUS || (c >= 0x30 && c <= 0x39)) {
+      i = skipNumber(b, i, n);
+    } else if (c === 0x74) {
+      i = skipLiteral(b, i, n, TRUE);
+    } else if (c === 0x66) {
+      i = skipLiteral(b, i, n, FALSE);
+    } else if (c === 0x6e) {
+      i = skipLiteral(b, i, n, NULL);
+    } else {
+      return -1;
+    }
+    if (i < 0) return -1;
+    // A value is complete: close containers until one continues with `,`.
+    for (;;) {
+      if (depth === 0) return i;
+      i = skipWs(b, i, n);
+      if (i >= n) return -1;
+      c = b[i]!;
+      const open = stack[depth - 1];
+      if (c === COMMA) {
+        i++;
+        if (open === LBRACE && (i = skipKeyColon(b, i, n)) < 0) return -1;
+        break;
+      }
+      if (c !== (open === LBRACE ? RBRACE : RBRACKET)) return -1;
+      depth--;
+      i++;
+    }
+  }
+}
+
+/** JSON.parse's own reading of one already-validated string token `b[start, end)` (quotes included). */
+function decodeString(buf: Buffer, start: number, end: number): string {
+  return JSON.parse(buf.toString('utf8', start, end)) as string;
+}
+
+const KEY_OTHER = 0;
+const KEY_MODEL = 1;
+type KeyClass = typeof KEY_OTHER | typeof KEY_MODEL | JsonRefusal;
+
+/** A top-level key token `buf[start, end)`: exactly `model`, something else, or a look-alike. */
+function classifyKey(buf: Buffer, start: number, end: number, escaped: boolean): KeyClass {
+  const len = end - start - 2;
+  if (!escaped) {
+    let ascii = true;
+    for (let k = start + 1; k < end - 1; k++) if (buf[k]! >= 0x80) { ascii = false; break; }
+    if (ascii) {
+      if (len < 5) return KEY_OTHER;
+      if (len === 5 && MODEL.every((m, k) => buf[start + 1 + k] === m)) return KEY_MODEL;
+      if (len > 64) return KEY_OTHER;
+      return couldBeReadAsModel(buf.toString('latin1', start + 1, end - 1)) ? 'model-like-key' : KEY_OTHER;
+    }
+  }
+  const key = decodeString(buf, start, end);
+  if (key === 'model') return escaped ? 'escaped-model-key' : KEY_MODEL;
+  return couldBeReadAsModel(key) ? 'model-like-key' : KEY_OTHER;
+}
+
+/** Reads the top-level `model` of a JSON body (bytes or text). See the module comment. */
+export function scanJsonModel(body: Uint8Array | string): JsonModelScan {
+  const buf = bodyBytes(body);
+  if (buf === null) return refuse('invalid-utf8');
+  const n = buf.length;
+  if (n > MAX_SCAN_BYTES) return refuse('too-large');
+  if (!isUtf8(buf)) return refuse('invalid-utf8');
+  setWords(buf);
+  let i = n >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
+  i = skipWs(buf, i, n);
+  if (i >= n) return refuse('invalid-json');
+  if (buf[i] !== LBRACE) {
+    const end = skipValue(buf, i, n);
+    return refuse(end >= 0 && skipWs(buf, end, n) === n ? 'not-object' : 'invalid-json');
+  }
+  let modelStart = -1;
+  let modelEnd = -1;
+  i = skipWs(buf, i + 1, n);
+  if (i < n && buf[i] === RBRACE) {
+    i++;
+  } else {
+    for (;;) {
+      if (i >= n || buf[i] !== QUOTE) return refuse('invalid-json');
+      const keyStart = i;
+      sawEscape = false;
+      i = skipString(buf, i, n);
+      if (i < 0) return refuse('invalid-json');
+      const key = classifyKey(buf, keyStart, i, sawEscape);
+      i = skipWs(buf, i, n);
+      if (i >= n || buf[i] !== COLON) return refuse('invalid-json');
+      i = skipWs(buf, i + 1, n);
+      if (key === KEY_MODEL) {
+        if (modelStart !== -1) return refuse('duplicate-model');
+        if (i >= n || buf[i] !== QUOTE) return refuse(skipValue(buf, i, n) < 0 ? 'invalid-json' : 'not-string');
+        modelStart = i;
+        i = skipString(buf, i, n);
+        modelEnd = i;
+      } else if (key === KEY_OTHER) {
+        i = skipValue(buf, i, n);
+      } else {
+        return refuse(key);
+      }
+      if (i < 0) return refuse('invalid-json');
+      i = skipWs(buf, i, n);
+      if (i < n && buf[i] === COMMA) {
+        i = skipWs(buf, i + 1, n);
+        continue;
+      }
+      if (i < n && buf[i] === RBRACE) {
+        i++;
+        break;
+      }
+      return refuse('invalid-json');
+    }
+  }
+  if (skipWs(buf, i, n) !== n) return refuse('invalid-json');
+  if (modelStart === -1) return ABSENT;
+  return { kind: 'model', model: decodeString(buf, modelStart, modelEnd) };
+}

@@ -1,0 +1,66 @@
+/**
+ * Allowed-model patterns (SPEC §4): `provider/model`, `provider/*` or `*`, compared
+ * case-insensitively against the provider-qualified model. The console validates patterns with
+ * `modelPatternError` before writing them; the sidecar ignores any pattern that fails it (it can
+ * never widen a key).
+ */
+import type { Family } from '../family.ts';
+import { isValidModelName, MAX_MODEL_LENGTH } from './names.ts';
+
+const PROVIDER = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** Why `pattern` is not a valid allowed-model pattern (a phrase completing "The pattern …"), or null. */
+export function modelPatternError(pattern: string): string | null {
+  if (pattern === '*') return null;
+  if (pattern.length === 0) return 'is empty';
+  if (pattern.length > MAX_MODEL_LENGTH) return `is longer than ${MAX_MODEL_LENGTH} characters`;
+  const slash = pattern.indexOf('/');
+  if (slash === -1) return 'must be "provider/model", "provider/*" or "*"';
+  if (!PROVIDER.test(pattern.slice(0, slash))) {
+    return 'must start with a provider of letters, digits, ".", "_" or "-" followed by "/"';
+  }
+  const rest = pattern.slice(slash + 1);
+  if (rest === '*') return null;
+  if (rest.includes('*')) return 'may use "*" only as the whole model part ("provider/*") or alone ("*")';
+  if (!isValidModelName(pattern)) {
+    return 'must be a model name of letters, digits and . _ : @ + = , ~ / - (no empty, "." or ".." parts)';
+  }
+  return null;
+}
+
+export function isValidModelPattern(pattern: string): boolean {
+  return modelPatternError(pattern) === null;
+}
+
+/** True when the patterns allow every model, so the request's model need not be read at all. */
+export function allowsEveryModel(patterns: readonly string[]): boolean {
+  return patterns.includes('*');
+}
+
+/**
+ * The lower-cased, provider-qualified form a pattern is compared against. A bare name at an
+ * Anthropic or Google entry gets that provider; Google's resource form `models/{m}` is `google/{m}`.
+ * A bare name at an OpenAI entry stays bare (the gateway's OpenAI entry takes `provider/model`), so
+ * only `*` matches it.
+ */
+export function qualifyModel(model: string, family: Family): string {
+  let m = model.toLowerCase();
+  if (family === 'google' && m.startsWith('models/')) m = m.slice('models/'.length);
+  if (m.includes('/')) return m;
+  if (family === 'anthropic') return `anthropic/${m}`;
+  if (family === 'google') return `google/${m}`;
+  return m;
+}
+
+/** Whether `model`, read at an entry of `family`, is allowed by any valid pattern in `allowed`. */
+export function modelAllowed(allowed: readonly string[], model: string, family: Family): boolean {
+  if (!isValidModelName(model)) return false;
+  const q = qualifyModel(model, family);
+  for (const raw of allowed) {
+    if (!isValidModelPattern(raw)) continue;
+    const p = raw.toLowerCase();
+    if (p === '*' || p === q) return true;
+    if (p.endsWith('/*') && q.length > p.length - 1 && q.startsWith(p.slice(0, -1))) return true;
+  }
+  return false;
+}
