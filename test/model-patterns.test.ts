@@ -5,7 +5,7 @@ import { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError,
 import { couldBeReadAsModel, isValidModelName } from '../src/core/model/names.ts';
 
 describe('pattern validation (console side)', () => {
-  it.each(['*', 'openai/*', 'openai/gpt-4o', 'anthropic/claude-3-5-haiku-latest', 'google/gemini-2.0-flash', 'OpenAI/GPT-4o', 'together/meta-llama/Llama-3.3-70B-Instruct-Turbo', 'openai/ft:gpt-4o-mini:acme::abc', 'anthropic/claude-3-5-sonnet-v2@20241022'])(
+  it.each(['*', 'gpt-4o', 'openai/*', 'openai/gpt-4o', 'anthropic/claude-3-5-haiku-latest', 'google/gemini-2.0-flash', 'OpenAI/GPT-4o', 'together/meta-llama/Llama-3.3-70B-Instruct-Turbo', 'openai/ft:gpt-4o-mini:acme::abc', 'anthropic/claude-3-5-sonnet-v2@20241022'])(
     'valid: %s',
     (p) => {
       expect(modelPatternError(p)).toBeNull();
@@ -15,7 +15,8 @@ describe('pattern validation (console side)', () => {
 
   it.each([
     ['', 'is empty'],
-    ['gpt-4o', 'provider/model'],
+    ['gpt 4o', 'provider/model'],
+    ['gpt-4*', '"*"'],
     ['/gpt-4o', 'provider'],
     ['open ai/gpt-4o', 'provider'],
     ['openai/', 'model name'],
@@ -26,7 +27,7 @@ describe('pattern validation (console side)', () => {
     ['openai/../anthropic/claude', 'model name'],
     ['openai//gpt-4o', 'model name'],
     [`openai/${'x'.repeat(260)}`, 'longer than'],
-    [' *', 'provider/model'],
+    [' *', '"*"'],
   ])('invalid: %j', (p, says) => {
     const err = modelPatternError(p);
     expect(err).not.toBeNull();
@@ -72,7 +73,9 @@ describe('matching', () => {
     [['google/*'], 'gemini-2.5-pro', 'google', true],
     [['google/*'], 'anthropic/claude-3-5-sonnet@20240620', 'google', false],
     [['anthropic/*'], 'anthropic/claude-3-5-sonnet@20240620', 'google', true],
-    [['gpt-4o'], 'gpt-4o', 'openai', false],
+    [['gpt-4o'], 'gpt-4o', 'openai', true],
+    [['gpt-4o'], 'openai/gpt-4o', 'openai', false],
+    [['claude-x'], 'claude-x', 'anthropic', false],
     [['openai/gpt-4*'], 'openai/gpt-4o', 'openai', false],
     [['google/*'], 'google/../openai/gpt-4o', 'google', false],
     [['openai/*'], 'openai/gpt-4o ', 'openai', false],
@@ -81,7 +84,7 @@ describe('matching', () => {
     expect(modelAllowed(allowed, model, family as Family)).toBe(ok);
   });
 
-  it('"*" anywhere in the list allows every model (the body is not read)', () => {
+  it('allowsEveryModel tells the console a list is equivalent to no restriction', () => {
     expect(allowsEveryModel(['openai/gpt-4o', '*'])).toBe(true);
     expect(allowsEveryModel(['openai/*'])).toBe(false);
   });

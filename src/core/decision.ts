@@ -6,7 +6,7 @@
 import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
 import type { Family } from './family.ts';
-import { allowsEveryModel, modelAllowed, type ModelRead } from './model/index.ts';
+import { modelAllowed, type ModelRead } from './model/index.ts';
 import type { KeyGrant, ParsedKey } from '../schema/redis-schema.ts';
 
 export interface Allow {
@@ -80,7 +80,7 @@ function quoteModel(model: string): string {
 
 /** Row 6. Only a restricted key needs the model; it passes only when the model is provably allowed. */
 export function modelDeny(grant: KeyGrant, read: () => ModelRead, family: Family): Deny | { model: string | null } {
-  if (grant.models === null || allowsEveryModel(grant.models)) return { model: null };
+  if (grant.models === null) return { model: null };
   const r = read();
   if (r.kind === 'uncertain') {
     return deny('MODEL_NOT_ALLOWED', `This key is limited to certain models and ${r.reason}.`, grant.id);

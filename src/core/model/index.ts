@@ -52,6 +52,8 @@ type Refusal =
   | 'charset'
   | 'body-disagrees';
 
+const NAME_RULE = 'is not a model name keygate can vouch for (1-256 characters of letters, digits and . _ : @ + = , ~ / -)';
+
 /** Each reason completes "This key is limited to certain models and <reason>." */
 const REASONS: Record<Refusal, string> = {
   'no-model': 'the request does not name a model, so it cannot be shown to use an allowed one',
@@ -69,8 +71,7 @@ const REASONS: Record<Refusal, string> = {
   'model-like-key': 'the request body has a field that some parsers read as "model" (such as another letter case)',
   'escaped-model-key': 'the request body spells the "model" field with escape sequences',
   'not-string': 'the request\'s "model" is not a string',
-  'invalid-model-name':
-    'the requested model name is empty, too long, or has characters a model name cannot have',
+  'invalid-model-name': `the requested model name ${NAME_RULE}`,
   'invalid-multipart': 'the multipart form body is malformed or could be split differently by another parser',
   'model-like-field': 'the multipart form has a field that some parsers read as "model" (such as "Model" or "model[]")',
   'model-field-not-plain': 'the multipart "model" field is a file or carries its own encoding',
@@ -87,8 +88,11 @@ function uncertain(r: Refusal): ModelRead {
   return u;
 }
 
+const MAX_ECHOED = 128;
 function named(model: string): ModelRead {
-  return isValidModelName(model) ? { kind: 'model', model } : uncertain('invalid-model-name');
+  if (isValidModelName(model)) return { kind: 'model', model };
+  const shown = JSON.stringify(model.length > MAX_ECHOED ? `${model.slice(0, MAX_ECHOED)}…` : model);
+  return { kind: 'uncertain', reason: `the requested model ${shown} ${NAME_RULE}` };
 }
 
 const hasBody = (body: Uint8Array | string | undefined): body is Uint8Array | string =>

@@ -1,6 +1,8 @@
 /**
  * Allowed-model patterns (SPEC §4): `provider/model`, `provider/*` or `*`, compared
- * case-insensitively against the provider-qualified model. The console validates patterns with
+ * case-insensitively against the provider-qualified model. A bare name (`gpt-4o`) is accepted
+ * too and matches only that exact unqualified name, i.e. a bare name sent to an OpenAI entry
+ * (bare Anthropic and Google names are qualified first, so they need `anthropic/…`, `google/…`). The console validates patterns with
  * `modelPatternError` before writing them; the sidecar ignores any pattern that fails it (it can
  * never widen a key).
  */
@@ -15,7 +17,11 @@ export function modelPatternError(pattern: string): string | null {
   if (pattern.length === 0) return 'is empty';
   if (pattern.length > MAX_MODEL_LENGTH) return `is longer than ${MAX_MODEL_LENGTH} characters`;
   const slash = pattern.indexOf('/');
-  if (slash === -1) return 'must be "provider/model", "provider/*" or "*"';
+  if (slash === -1) {
+    // A bare name: matches exactly that unqualified name (as sent to an OpenAI entry).
+    if (pattern.includes('*')) return 'may use "*" only as the whole model part ("provider/*") or alone ("*")';
+    return isValidModelName(pattern) ? null : 'must be "provider/model", "provider/*", "*" or a bare model name';
+  }
   if (!PROVIDER.test(pattern.slice(0, slash))) {
     return 'must start with a provider of letters, digits, ".", "_" or "-" followed by "/"';
   }
@@ -32,7 +38,11 @@ export function isValidModelPattern(pattern: string): boolean {
   return modelPatternError(pattern) === null;
 }
 
-/** True when the patterns allow every model, so the request's model need not be read at all. */
+/**
+ * True when the patterns allow every named model (`*`). For the console: such a list is better
+ * stored as "all models" (absent), because the sidecar still requires a restricted key's request
+ * to name a model with certainty, even when `*` would allow it.
+ */
 export function allowsEveryModel(patterns: readonly string[]): boolean {
   return patterns.includes('*');
 }
