@@ -9,6 +9,7 @@ import { generateKey } from '../src/keys/format.ts';
 import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
+import { Metrics } from '../src/telemetry/metrics.ts';
 import { adminGet, sample, waitFor } from './helpers/admin.ts';
 import { EnvoyClient } from './helpers/envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
@@ -113,6 +114,26 @@ describe('/metrics', () => {
     expect(sample(body, 'keygate_cache_misses_total')).toBe(2);
     expect(sample(body, 'keygate_cache_invalidations_total')).toBe(3);
     expect(sample(body, 'keygate_cache_entries')).toBe(7);
+  });
+});
+
+describe('the latency histogram', () => {
+  it('puts each decision in the right cumulative buckets', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    const outcome = { decision: { allow: false, code: 'USER_BLOCKED', status: 403 }, family: 'anthropic', requestId: 'r' } as const;
+    const ago = (ms: number) => process.hrtime.bigint() - BigInt(Math.round(ms * 1e6));
+    m.observer(outcome as never, {} as never, ago(6)); // 6 ms, plus however long this line takes (< 4 ms)
+    m.observer(outcome as never, {} as never, ago(300)); // 300 ms
+    const text = (await m.render()).body;
+    const bucket = (le: string) => sample(text, 'keygate_decision_duration_seconds_bucket', { result: 'deny', le });
+    expect(bucket('0.005')).toBe(0);
+    expect(bucket('0.01')).toBe(1);
+    expect(bucket('0.25')).toBe(1);
+    expect(bucket('0.5')).toBe(2);
+    expect(bucket('+Inf')).toBe(2);
+    expect(sample(text, 'keygate_decision_duration_seconds_count', { result: 'allow' })).toBe(0);
+    expect(sample(text, 'keygate_decision_duration_seconds_sum', { result: 'deny' })).toBeGreaterThan(0.306);
+    expect(sample(text, 'keygate_decisions_total', { result: 'deny', code: 'USER_BLOCKED', family: 'anthropic' })).toBe(2);
   });
 });
 
