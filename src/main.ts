@@ -8,8 +8,7 @@ import { AdminServer } from './admin/server.ts';
 import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
 import { schema } from './schema/redis-schema.ts';
-import { connectRedis } from './store/redis.ts';
-import { RedisKeyStore } from './store/redis-store.ts';
+import { createKeyStore, type CachedKeyStore } from './store/index.ts';
 import { decisionLogger } from './telemetry/decision-log.ts';
 import { Metrics } from './telemetry/metrics.ts';
 import { GrpcTransport } from './transport/grpc/server.ts';
@@ -21,6 +20,8 @@ export interface Sidecar {
   readonly adminPort: number;
   readonly authorizer: Authorizer;
   readonly metrics: Metrics;
+  /** The cached store: `stats()` (hits, misses, invalidations, flushes, …), `ready()`. */
+  readonly store: CachedKeyStore;
   /** Ready as `/readyz` reports it: store reachable and not draining. */
   ready(): boolean;
   /**
@@ -44,10 +45,11 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 export async function startSidecar(config: Config, log: Logger): Promise<Sidecar> {
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
-  const redis = connectRedis(config.redisUrl, { commandTimeoutMs: config.redisTimeoutMs, connectionName: 'keygate-sidecar' });
-  redis.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis connection error'));
-  metrics.watchRedis(redis, 'commands');
-  const store = new RedisKeyStore(redis, s, log);
+  const store = createKeyStore(config, s, log, (client, connection) => metrics.watchRedis(client, connection));
+  metrics.addStoreStats(() => {
+    const st = store.stats();
+    return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
+  });
   const authorizer = new Authorizer(store, { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes }, log);
   authorizer.observe(metrics.observer);
   authorizer.observe(decisionLogger(authorizer, log));
@@ -137,6 +139,7 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
       adminPort,
       authorizer,
       metrics,
+      store,
       ready,
       shutdown: () => stop(config.drainDelayMs),
       close: () => stop(0),

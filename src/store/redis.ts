@@ -18,6 +18,11 @@ export interface ConnectOptions {
   readonly lazyConnect?: boolean;
   /** RESP protocol version; the invalidation subscriber uses 2. */
   readonly protocol?: 2 | 3;
+  /**
+   * A connection that SUBSCRIBEs by itself after each (re)connect (the invalidation subscriber):
+   * no automatic resubscribe, so that its new CLIENT ID is read first.
+   */
+  readonly subscriber?: boolean;
 }
 
 export interface ParsedRedisUrl {
@@ -73,9 +78,9 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
 /** Reconnect forever with capped backoff: the sidecar recovers by itself when Redis returns. */
 const retryStrategy = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000);
 
-export function connectRedis(url: string, opts: ConnectOptions): RedisClient {
-  const p = parseRedisUrl(url);
-  const common: RedisOptions = {
+/** Options for one node connection (also used for per-node subscribers in Cluster). */
+export function nodeOptions(p: ParsedRedisUrl, opts: ConnectOptions): RedisOptions {
+  return {
     commandTimeout: opts.commandTimeoutMs,
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 4),
     enableOfflineQueue: opts.queueWhileOffline ?? false,
@@ -87,7 +92,13 @@ export function connectRedis(url: string, opts: ConnectOptions): RedisClient {
     ...(p.username ? { username: p.username } : {}),
     ...(p.password !== undefined ? { password: p.password } : {}),
     ...(p.tls ? { tls: {} } : {}),
+    ...(opts.subscriber ? { autoResubscribe: false } : {}),
   };
+}
+
+export function connectRedis(url: string, opts: ConnectOptions): RedisClient {
+  const p = parseRedisUrl(url);
+  const common = nodeOptions(p, opts);
   if (p.mode === 'cluster') {
     const clusterOpts: ClusterOptions = {
       redisOptions: common,

@@ -77,7 +77,7 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
     async stop() {
       for (const c of clients.splice(0)) c.disconnect();
       const p = proc;
-      if (!p || p.exitCode !== null) return;
+      if (!p || p.exitCode !== null || p.signalCode !== null) return;
       await new Promise<void>((resolve) => {
         p.once('exit', () => resolve());
         p.kill('SIGKILL');

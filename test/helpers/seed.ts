@@ -14,9 +14,9 @@ export interface SeededKey {
 export async function seedKey(
   redis: Redis,
   s: Schema,
-  o: { account?: string; models?: string[]; expiresAt?: number; status?: 'active' | 'revoked'; prefix?: string } = {},
+  o: { account?: string; models?: string[]; expiresAt?: number; status?: 'active' | 'revoked'; prefix?: string; key?: string } = {},
 ): Promise<SeededKey> {
-  const key = generateKey(o.prefix);
+  const key = o.key ?? generateKey(o.prefix);
   const id = `key_${randomBytes(12).toString('hex').slice(0, 20)}`;
   const digest = keyDigest(key);
   const account = o.account ?? `acct-${randomBytes(4).toString('hex')}`;
