@@ -20,6 +20,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   redisTimeoutMs: ['0', '5', 'x', '1000000'],
   cacheMaxEntries: ['-1', 'many'],
   serveCachedDuringOutage: ['perhaps'],
+  storeMaxInflight: ['0', '-3', 'lots'],
   grpcMaxReceiveBytes: ['10', '1e12'],
   httpMaxBodyBytes: ['10', '1e12'],
   drainDelayMs: ['-1'],
