@@ -109,8 +109,10 @@ describe('graceful shutdown on SIGTERM', () => {
     const health = healthOf(child.grpcPort);
     try {
       expect(await health.status()).toBe('SERVING');
-      // A warm-up check so the channel is connected.
-      expect((await client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${keys[0]!.key}` } })).status?.code).toBe(0);
+      // A warm-up check so the channel is connected, with a key of its own: the batch's keys must
+      // stay cold (not in keygate's cache), so that their checks wait on the paused Redis.
+      const warm = await seedKey(db, schema(), { account: 'acct-warm' });
+      expect((await client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${warm.key}` } })).status?.code).toBe(0);
 
       // Batch A: in flight when SIGTERM arrives (Redis paused, so they wait inside keygate).
       await db.client('PAUSE', PAUSE_MS, 'ALL');

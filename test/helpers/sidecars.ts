@@ -12,7 +12,7 @@ export interface TestSidecar {
 
 export async function startTestSidecar(redisUrl: string, extra: Partial<Record<keyof Config, unknown>> = {}): Promise<TestSidecar> {
   const sidecar = await startSidecar(
-    loadConfig({ redisUrl, grpcPort: 0, httpPort: 0, adminPort: 0, redisTimeoutMs: 1000, shutdownTimeoutMs: 500, ...extra }, {}),
+    loadConfig({ redisUrl, grpcPort: 0, httpPort: 0, adminPort: 0, redisTimeoutMs: 1000, shutdownTimeoutMs: 2000, drainDelayMs: 0, ...extra }, {}),
     createLogger(process.env.KEYGATE_TEST_LOG ?? 'silent'),
   );
   const client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
