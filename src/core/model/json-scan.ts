@@ -86,15 +86,19 @@ let sawEscape = false;
 
 /**
  * The body as 32-bit words for skipping long string runs four bytes at a time: `words[k]` holds the
- * bytes at `wordStart + 4k` (the first 4-byte-aligned offset of the body's memory). Set per scan.
+ * bytes at `wordStart + 4k` (the first 4-byte-aligned offset of the body's memory).
  */
 let words: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
 let wordStart = 0;
+/** The body `words` was made for; the view is made on the first long run only. */
+let wordsOf: Buffer | null = null;
+let wordsFor: Buffer | null = null;
 
-function setWords(buf: Buffer): void {
+function makeWords(buf: Buffer): void {
   wordStart = (4 - (buf.byteOffset & 3)) & 3;
   const count = Math.max(0, (buf.length - wordStart) >> 2);
   words = new Uint32Array(buf.buffer, buf.byteOffset + Math.min(wordStart, buf.length), count);
+  wordsFor = buf;
 }
 
 /** True when a word has a byte that ends an ordinary string run: `"`, `\\` or a control byte (SWAR). */
@@ -104,19 +108,19 @@ function wordHasSpecial(x: number): boolean {
   return ((((x - 0x20202020) & ~x) | ((q - 0x01010101) & ~q) | ((s - 0x01010101) & ~s)) & 0x80808080) !== 0;
 }
 
-/** Skips ordinary string bytes from `i`: a byte loop, then words once the run is long. */
+/** Skips ordinary string bytes from `i`: a byte loop, then 4-byte words once the run is long. */
 function skipOrdinary(b: Uint8Array, i: number, n: number): number {
-  const run = i + 16;
-  while (i < n && STR[b[i]!] === 0) {
-    if (++i === run) {
-      while (i < n && ((i - wordStart) & 3) !== 0 && STR[b[i]!] === 0) i++;
-      if (i < n && STR[b[i]!] === 0) {
-        let k = (i - wordStart) >> 2;
-        while (k < words.length && !wordHasSpecial(words[k]!)) k++;
-        i = wordStart + (k << 2);
-      }
-    }
+  const end = i + 16 < n ? i + 16 : n;
+  while (i < end && STR[b[i]!] === 0) i++;
+  if (i < end || i === n) return i;
+  if (wordsFor !== wordsOf) makeWords(wordsOf!);
+  while (i < n && ((i - wordStart) & 3) !== 0 && STR[b[i]!] === 0) i++;
+  if (i < n && STR[b[i]!] === 0) {
+    let k = (i - wordStart) >> 2;
+    while (k < words.length && !wordHasSpecial(words[k]!)) k++;
+    i = wordStart + (k << 2);
   }
+  while (i < n && STR[b[i]!] === 0) i++;
   return i;
 }
 
@@ -278,7 +282,7 @@ export function scanJsonModel(body: Uint8Array | string): JsonModelScan {
   const n = buf.length;
   if (n > MAX_SCAN_BYTES) return refuse('too-large');
   if (!isUtf8(buf)) return refuse('invalid-utf8');
-  setWords(buf);
+  wordsOf = buf;
   let i = n >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
   i = skipWs(buf, i, n);
   if (i >= n) return refuse('invalid-json');

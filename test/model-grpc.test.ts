@@ -1,0 +1,146 @@
+/**
+ * SPEC §1 row 6 end to end: the real sidecar, a real redis-server, and Check calls built from
+ * Envoy's protos with the body as Envoy sends it (`raw_body`, `pack_as_bytes`, partial bodies
+ * marked with x-envoy-auth-partial-body).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { loadConfig } from '../src/config.ts';
+import { startSidecar, type Sidecar } from '../src/main.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { deniedBody, EnvoyClient, type CheckResponseMsg, type EnvoyRequest } from './helpers/envoy-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { seedKey, type SeededKey } from './helpers/seed.ts';
+
+const s = schema();
+let redis: RedisServer;
+let db: Redis;
+let sidecar: Sidecar;
+let client: EnvoyClient;
+let key: SeededKey;
+let open: SeededKey;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  db = redis.client();
+  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0 }, {}), createLogger('silent'));
+  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  key = await seedKey(db, s, {
+    models: ['anthropic/claude-3-5-haiku-latest', 'google/gemini-2.0-flash', 'openai/whisper-1', 'openai/gpt-4o-mini'],
+  });
+  open = await seedKey(db, s);
+});
+
+afterAll(async () => {
+  client?.close();
+  await sidecar?.close();
+  await destroyRedis(redis);
+});
+
+const check = (r: EnvoyRequest, k: SeededKey = key) => client.check({ ...r, headers: { 'x-api-key': k.key, ...r.headers } });
+
+function expectAllowed(res: CheckResponseMsg, model: string | null): void {
+  expect(res.status?.code).toBe(0);
+  expect(res.denied_response).toBeUndefined();
+  expect(res.dynamic_metadata?.fields?.model?.stringValue).toBe(model ?? undefined);
+}
+
+function expectModelDenied(res: CheckResponseMsg, says: string): { message: string } {
+  expect(res.ok_response).toBeUndefined();
+  expect(res.denied_response?.status?.code).toBe(403);
+  const body = deniedBody(res);
+  const message: string = body.error.message;
+  const code = typeof body.error.code === 'string' ? body.error.code : body.error.details?.[0]?.reason;
+  expect(code).toBe('MODEL_NOT_ALLOWED');
+  expect(message).toContain(says);
+  return { message };
+}
+
+function multipart(fields: Array<[string, string, string?]>): { body: Buffer; contentType: string } {
+  const b = 'kg-test-boundary-7MA4YWxk';
+  const parts = fields.map(([name, value, filename]) =>
+    filename === undefined
+      ? `Content-Disposition: form-data; name="${name}"\r\n\r\n${value}`
+      : `Content-Disposition: form-data; name="${name}"; filename="${filename}"\r\nContent-Type: audio/mpeg\r\n\r\n${value}`,
+  );
+  return { body: Buffer.from(`--${b}\r\n${parts.join(`\r\n--${b}\r\n`)}\r\n--${b}--\r\n`, 'latin1'), contentType: `multipart/form-data; boundary=${b}` };
+}
+
+describe('Anthropic: a bare model is read as anthropic/…', () => {
+  it('allowed bare model → allow, with the model in dynamic metadata', async () => {
+    const res = await check({
+      path: '/v1/messages',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expectAllowed(res, 'claude-3-5-haiku-latest');
+  });
+
+  it('another model → 403 in the Anthropic shape, naming it', async () => {
+    const res = await check({ path: '/v1/messages', body: JSON.stringify({ model: 'claude-opus-4-1', max_tokens: 16, messages: [] }) });
+    expectModelDenied(res, '"claude-opus-4-1" is not among');
+    expect(deniedBody(res).type).toBe('error');
+  });
+
+  it('a cheap model first and an expensive one as a case variant → 403', async () => {
+    const res = await check({ path: '/v1/messages', body: '{"model":"claude-3-5-haiku-latest","Model":"claude-opus-4-1","messages":[]}' });
+    expectModelDenied(res, 'some parsers read as "model"');
+  });
+});
+
+describe('Google: the model is in the path', () => {
+  it.each([
+    '/v1beta/models/gemini-2.0-flash:generateContent',
+    '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse',
+    '/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent',
+  ])('%s → allow', async (path) => {
+    const res = await check({ path, headers: { 'content-type': 'application/json' }, body: '{"contents":[{"parts":[{"text":"hi"}]}]}' });
+    expectAllowed(res, 'gemini-2.0-flash');
+  });
+
+  it('another model in the path → 403 in the Google shape', async () => {
+    const res = await check({ path: '/v1beta/models/gemini-2.5-pro:generateContent', body: '{"contents":[]}' });
+    expectModelDenied(res, '"gemini-2.5-pro"');
+    expect(deniedBody(res).error.status).toBe('PERMISSION_DENIED');
+  });
+
+  it('a dot-segment path → 403 explaining the ambiguity', async () => {
+    const res = await check({ path: '/v1beta/models/gemini-2.0-flash:generateContent/../../models/gemini-2.5-pro:generateContent', body: '{}' });
+    expectModelDenied(res, 'path is ambiguous');
+  });
+});
+
+describe('OpenAI multipart (audio transcriptions)', () => {
+  it('the model form field after the file → allow', async () => {
+    const { body, contentType } = multipart([['file', 'ID3\u0000\u0001binary', 'a.mp3'], ['model', 'openai/whisper-1']]);
+    expectAllowed(await check({ path: '/v1/audio/transcriptions', headers: { 'content-type': contentType }, body }), 'openai/whisper-1');
+  });
+
+  it('two model fields → 403', async () => {
+    const { body, contentType } = multipart([['model', 'openai/whisper-1'], ['file', 'x', 'a.mp3'], ['model', 'openai/gpt-4o-transcribe']]);
+    expectModelDenied(await check({ path: '/v1/audio/transcriptions', headers: { 'content-type': contentType }, body }), 'more than once');
+  });
+});
+
+describe('bodies the check cannot read with certainty', () => {
+  it('a truncated body (allow_partial_message) → 403 with a clear message, even with the model first', async () => {
+    const res = await check({
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json' },
+      body: `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"${'a'.repeat(1000)}`,
+      partial: true,
+    });
+    const { message } = expectModelDenied(res, 'This key is limited to certain models and the request body is larger than the gateway reads');
+    expect(message).toContain('send a smaller request or use a key without model limits');
+  });
+
+  it('listing models with a restricted key → 403 (strict: no model named)', async () => {
+    expectModelDenied(await check({ method: 'GET', path: '/v1/models' }), 'does not name a model');
+  });
+
+  it('an unrestricted key never needs the body: truncated or absent, it is allowed', async () => {
+    expectAllowed(await check({ path: '/v1/chat/completions', body: '{"model":"x","messages":[', partial: true }, open), null);
+    expectAllowed(await check({ method: 'GET', path: '/v1/models' }, open), null);
+  });
+});
