@@ -4,6 +4,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
+import { ConsoleError } from '../console/errors.ts';
 import { startSidecar } from '../main.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { registerConsoleCommands } from './console-commands.ts';
@@ -77,7 +78,7 @@ export async function run(argv: string[]): Promise<void> {
     }
     const msg = err instanceof Error ? err.message : String(err);
     process.stderr.write(`keygate: ${msg.split('\n')[0]}\n`);
-    process.exitCode = err instanceof ConfigError || err instanceof UsageError ? 2 : 1;
+    process.exitCode = err instanceof ConfigError || err instanceof UsageError || (err instanceof ConsoleError && err.isUsage) ? 2 : 1;
   }
 }
 

@@ -5,7 +5,8 @@
  *   {ns}:v1:key:{sha256hex}       HASH  the key record, found by the digest of the plaintext key
  *   {ns}:v1:keyid:{keyId}         STRING  → sha256hex (console index: key id → record)
  *   {ns}:v1:acct:{accountId}      HASH  account state (absent = enabled)
- *   {ns}:v1:acctkeys:{accountId}  SET   key ids of the account (console index)
+ *   {ns}:v1:acctkeys:{accountId}  SET   key ids of the account, active and revoked (console index)
+ *   {ns}:v1:acctactive:{accountId} SET  key ids of the account's active keys (console: the per-account limit)
  *
  * The sidecar reads only `key:` and `acct:` records (one key each), so it works unchanged on Cluster;
  * invalidation tracks exactly those two prefixes.
@@ -30,7 +31,21 @@ export const KeyField = {
   expiresAt: 'expires_at',
   createdAt: 'created_at',
   updatedAt: 'updated_at',
+  revokedAt: 'revoked_at',
+  /** Display form of the key (`maskKey`: prefix…last4), for lists. */
+  hint: 'hint',
+  /** Write counter: 1 at create, +1 on every later write of the record. */
+  rev: 'rev',
+  /** The reveal envelope (`src/keys/crypto.ts`); deleted on revoke. */
   secret: 'secret',
+} as const;
+
+/** Limits the console enforces (docs/redis-schema.md §Limits). The sidecar accepts up to 1000 models. */
+export const LIMITS = {
+  nameMaxChars: 128,
+  activeKeysPerAccount: 100,
+  modelsPerKey: 100,
+  modelPatternMaxChars: 128,
 } as const;
 
 /** The fields the sidecar reads, in HMGET order. */
@@ -56,6 +71,7 @@ export interface Schema {
   keyIdIndex(keyId: string): string;
   account(accountId: string): string;
   accountKeys(accountId: string): string;
+  accountActiveKeys(accountId: string): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -70,6 +86,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     keyIdIndex: (keyId) => `${base}keyid:${keyId}`,
     account: (accountId) => acctPrefix + accountId,
     accountKeys: (accountId) => `${base}acctkeys:${accountId}`,
+    accountActiveKeys: (accountId) => `${base}acctactive:${accountId}`,
   };
 }
 
@@ -145,4 +162,72 @@ export function parseAccountBlocked(status: string | null): boolean | 'corrupt' 
   if (status === null || status === 'active') return false;
   if (status === 'disabled') return true;
   return 'corrupt';
+}
+
+/** A key record as the console sees it (never the plaintext, never the envelope). */
+export interface KeyRecord {
+  readonly id: string;
+  readonly account: string;
+  readonly name: string;
+  readonly status: KeyStatus;
+  /** Lower-case patterns; null = every model. */
+  readonly models: readonly string[] | null;
+  readonly expiresAt: number | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly revokedAt: number | null;
+  readonly hint: string;
+  readonly rev: number;
+  /** True when the reveal envelope is present (false after revoke). */
+  readonly revealable: boolean;
+}
+
+const consoleRecord = z.object({
+  v: z.literal(SCHEMA_VERSION),
+  id: z.string().regex(KEY_ID_PATTERN),
+  account: z.string().regex(ACCOUNT_ID_PATTERN),
+  name: z.string().max(4 * LIMITS.nameMaxChars),
+  status: z.enum(['active', 'revoked']),
+  models: z.string().max(65536).optional(),
+  expires_at: epochMs.optional(),
+  created_at: epochMs,
+  updated_at: epochMs,
+  revoked_at: epochMs.optional(),
+  hint: z.string().max(64).default(''),
+  rev: z.string().regex(/^\d{1,15}$/).transform(Number).default(0),
+  secret: z.string().optional(),
+});
+
+/** Parses an HGETALL of a key record for the console; a string naming the problem when it is corrupt, null when absent. */
+export function parseKeyRecord(hash: Record<string, string>): KeyRecord | null | string {
+  if (Object.keys(hash).length === 0) return null;
+  const r = consoleRecord.safeParse(hash);
+  if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ');
+  const d = r.data;
+  let models: string[] | null = null;
+  if (d.models !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(d.models);
+    } catch {
+      return 'models: not JSON';
+    }
+    const m = modelList.safeParse(parsed);
+    if (!m.success) return 'models: not an array of model patterns';
+    models = m.data;
+  }
+  return {
+    id: d.id,
+    account: d.account,
+    name: d.name,
+    status: d.status,
+    models,
+    expiresAt: d.expires_at ?? null,
+    createdAt: d.created_at,
+    updatedAt: d.updated_at,
+    revokedAt: d.revoked_at ?? null,
+    hint: d.hint,
+    rev: d.rev,
+    revealable: d.secret !== undefined,
+  };
 }

@@ -1,0 +1,23 @@
+/** Errors of console operations. `code` is stable for callers; `message` is one line, safe to show. */
+export type ConsoleErrorCode =
+  | 'INVALID_INPUT' // bad argument; nothing was written
+  | 'NOT_FOUND' // no such key id
+  | 'REVOKED' // the key is revoked (terminal): cannot be updated or revealed
+  | 'LIMIT' // the account already has the maximum number of active keys
+  | 'REVEAL_KEY' // KEYGATE_REVEAL_KEY missing or malformed, or the envelope does not open under it
+  | 'CORRUPT' // a record in Redis does not follow the schema
+  | 'CONFLICT'; // an id or digest collision that survived retries (practically impossible)
+
+export class ConsoleError extends Error {
+  override name = 'ConsoleError';
+  readonly code: ConsoleErrorCode;
+  constructor(code: ConsoleErrorCode, message: string) {
+    super(message);
+    this.code = code;
+  }
+
+  /** A request that cannot succeed as given (CLI exit status 2), as opposed to a store fault (1). */
+  get isUsage(): boolean {
+    return this.code !== 'CORRUPT' && this.code !== 'CONFLICT';
+  }
+}

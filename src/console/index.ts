@@ -1,0 +1,35 @@
+/**
+ * keygate console library: create, list, reveal, update and revoke keys, disable and enable
+ * accounts — each atomic in Redis, on the versioned schema of docs/redis-schema.md.
+ *
+ *   import { KeyConsole } from 'keygate';
+ *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
+ *   const { id, key } = await kc.createKey({ account: 'acct-42', name: 'ci', models: ['openai/*'] });
+ */
+export {
+  KeyConsole,
+  generateKeyId,
+  type AccountResult,
+  type CreatedKey,
+  type CreateKeyInput,
+  type ExpiryInput,
+  type KeyConsoleOptions,
+  type KeyUpdate,
+  type RevokeResult,
+} from './key-console.ts';
+export { ConsoleError, type ConsoleErrorCode } from './errors.ts';
+export { validateModelPattern, validateModels, validateName, parseIsoInstant } from './validate.ts';
+export { parseKeyring, sealSecret, openSecret, envelopeAad, kekFingerprint, REVEAL_KEY_ENV, type Keyring } from '../keys/crypto.ts';
+export { generateKey, isWellFormedKey, keyDigest, maskKey, DEFAULT_KEY_PREFIX } from '../keys/format.ts';
+export {
+  LIMITS,
+  SCHEMA_VERSION,
+  DEFAULT_NAMESPACE,
+  KeyField,
+  AccountField,
+  schema,
+  type KeyRecord,
+  type KeyStatus,
+  type AccountStatus,
+  type Schema,
+} from '../schema/redis-schema.ts';
