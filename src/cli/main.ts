@@ -5,8 +5,6 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { ConsoleError } from '../console/errors.ts';
-import { startSidecar } from '../main.ts';
-import { createLogger } from '../telemetry/logger.ts';
 import { registerConsoleCommands } from './console-commands.ts';
 
 export class UsageError extends Error {
@@ -37,6 +35,8 @@ export function buildProgram(): Command {
     .addHelpText('after', '\nEvery setting also reads its environment variable; see README "Configuration".')
     .action(async (o: { redis?: string; grpcPort?: number; httpPort?: number; adminPort?: number }) => {
       const config = loadConfig({ redisUrl: o.redis, grpcPort: o.grpcPort, httpPort: o.httpPort, adminPort: o.adminPort });
+      // Loaded here so that the console commands start without the sidecar's modules.
+      const [{ startSidecar }, { createLogger }] = await Promise.all([import('../main.ts'), import('../telemetry/logger.ts')]);
       const log = createLogger(config.logLevel, undefined, { keyPrefix: config.keyPrefix });
       process.on('unhandledRejection', (err) => log.error({ err: { message: (err as Error)?.message } }, 'unhandled rejection'));
       const sidecar = await startSidecar(config, log);

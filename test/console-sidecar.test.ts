@@ -1,0 +1,76 @@
+/** Every console operation is seen by a running sidecar on its very next Check (SPEC §6). */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.ts';
+import { KeyConsole } from '../src/console/key-console.ts';
+import { startSidecar, type Sidecar } from '../src/main.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { deniedBody, EnvoyClient, type CheckResponseMsg } from './helpers/envoy-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+
+let redis: RedisServer;
+let sidecar: Sidecar;
+let client: EnvoyClient;
+let kc: KeyConsole;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0 }, {}), createLogger('silent'));
+  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  kc = new KeyConsole({ redis: redis.url, revealKey: `base64:${randomBytes(32).toString('base64')}` });
+});
+
+afterAll(async () => {
+  client?.close();
+  await kc?.close();
+  await sidecar?.close();
+  await destroyRedis(redis);
+});
+
+const check = (key: string, model = 'openai/gpt-4o') =>
+  client.check({ path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ model, messages: [] }) });
+
+function code(res: CheckResponseMsg): string {
+  return res.denied_response ? (deniedBody(res).error.code as string) : 'ALLOW';
+}
+
+const acct = () => `acct-${randomBytes(4).toString('hex')}`;
+
+describe('console writes → the next request', () => {
+  it('a created key is accepted at once; a revoked key is refused on the very next Check', async () => {
+    const c = await kc.createKey({ account: acct(), name: 'live' });
+    for (let i = 0; i < 3; i++) expect(code(await check(c.key))).toBe('ALLOW');
+    await kc.revokeKey(c.id);
+    expect(code(await check(c.key))).toBe('INVALID_API_KEY');
+    expect(code(await check(c.key))).toBe('INVALID_API_KEY');
+  });
+
+  it('disable → USER_BLOCKED on the next Check; enable → allowed on the next Check', async () => {
+    const c = await kc.createKey({ account: acct(), name: 'acct' });
+    expect(code(await check(c.key))).toBe('ALLOW');
+    await kc.disableAccount(c.record.account);
+    expect(code(await check(c.key))).toBe('USER_BLOCKED');
+    await kc.enableAccount(c.record.account);
+    expect(code(await check(c.key))).toBe('ALLOW');
+  });
+
+  it('restricting and unrestricting models take effect on the next Check', async () => {
+    const c = await kc.createKey({ account: acct(), name: 'models' });
+    expect(code(await check(c.key, 'openai/gpt-4o'))).toBe('ALLOW');
+    await kc.updateKey(c.id, { models: ['openai/gpt-4o-mini'] });
+    expect(code(await check(c.key, 'openai/gpt-4o'))).toBe('MODEL_NOT_ALLOWED');
+    expect(code(await check(c.key, 'openai/gpt-4o-mini'))).toBe('ALLOW');
+    await kc.updateKey(c.id, { models: null });
+    expect(code(await check(c.key, 'openai/gpt-4o'))).toBe('ALLOW');
+  });
+
+  it('an expiry set by update takes effect; removing it restores the key', async () => {
+    const c = await kc.createKey({ account: acct(), name: 'expiring' });
+    const soon = Date.now() + 1500;
+    await kc.updateKey(c.id, { expiresAt: soon });
+    await new Promise((r) => setTimeout(r, Math.max(0, soon - Date.now()) + 50));
+    expect(code(await check(c.key))).toBe('API_KEY_EXPIRED');
+    await kc.updateKey(c.id, { expiresAt: null });
+    expect(code(await check(c.key))).toBe('ALLOW');
+  });
+});
