@@ -28,23 +28,28 @@ describe('model patterns', () => {
     ['openai/ft:gpt-4o-mini:acme:custom:abc123', 'openai/ft:gpt-4o-mini:acme:custom:abc123'],
     ['openrouter/meta-llama/llama-3-70b', 'openrouter/meta-llama/llama-3-70b'],
     ['bedrock/anthropic.claude-v2@2023', 'bedrock/anthropic.claude-v2@2023'],
+    ['GPT-4o', 'gpt-4o'], // a bare name: matches exactly that unqualified name
   ])('%s is valid, stored as %s', (input, stored) => {
     expect(validateModelPattern(input)).toBe(stored);
   });
 
   it.each([
     ['', /empty/],
-    ['gpt-4o', /needs a provider.*openai\/gpt-4o/],
-    ['openai/', /malformed/],
-    ['/gpt-4o', /invalid provider/],
-    ['openai/gpt*', /malformed/],
-    ['openai/*/x', /malformed/],
-    ['*/gpt-4o', /invalid provider/],
-    ['openai//gpt', /malformed/],
-    ['openai/gpt 4', /malformed/],
-    ['open ai/gpt', /invalid provider/],
-    ['openai/gpt-4o/', /malformed/],
-    [`openai/${'a'.repeat(130)}`, /longer than 128/],
+    ['   ', /empty/],
+    ['gpt*', /"\*" only/],
+    ['openai/', /model name/],
+    ['/gpt-4o', /provider/],
+    ['openai/gpt*', /"\*" only/],
+    ['openai/*/x', /"\*" only/],
+    ['*/gpt-4o', /provider/],
+    ['openai//gpt', /model name/],
+    ['openai/../gpt', /model name/],
+    ['openai/gpt 4', /model name/],
+    ['open ai/gpt', /provider/],
+    ['openai/gpt-4o/', /model name/],
+    ['openai/gpt%20', /model name/],
+    ['openai/gpt-4ö', /model name/],
+    [`openai/${'a'.repeat(250)}`, /longer than 256/],
   ])('%j is refused', (input, msg) => invalid(() => validateModelPattern(input), msg));
 
   it('every valid stored pattern matches what the sidecar matches (case-insensitive)', () => {
@@ -52,9 +57,10 @@ describe('model patterns', () => {
     expect(modelAllowed([validateModelPattern('Anthropic/Claude-3-Opus')], 'claude-3-opus', 'anthropic')).toBe(true);
   });
 
-  it('lists: dedupe, at least one, at most 100, null = all', () => {
+  it('lists: dedupe, at least one, at most 100, null = all, a list with * = all', () => {
     expect(validateModels(['openai/*', 'OPENAI/*', 'google/gemini-pro'])).toEqual(['openai/*', 'google/gemini-pro']);
     expect(validateModels(null)).toBeNull();
+    expect(validateModels(['openai/gpt-4o', '*'])).toBeNull();
     invalid(() => validateModels([]), /at least one/);
     invalid(() => validateModels(Array.from({ length: 101 }, (_, i) => `p/m${i}`)), /at most 100/);
     expect(validateModels(Array.from({ length: 100 }, (_, i) => `p/m${i}`))).toHaveLength(100);

@@ -2,19 +2,14 @@
  * Input validation for console operations. Everything is checked here, before any write, so that
  * bad input changes nothing in Redis. Errors say what is wrong and never echo a secret.
  *
- * Model patterns (SPEC §4), compared case-insensitively and stored lower-case:
- *   *                  every model
- *   provider/*         every model of one provider
- *   provider/model     one model; the model part may itself contain `/` (e.g. `openrouter/meta-llama/llama-3-70b`)
- * provider = [a-z0-9][a-z0-9._-]{0,63}; model = [a-z0-9] then [a-z0-9._:@+/-], no `*`, no empty `/` segment.
- * (Local validator: the model matcher's own pattern module, src/core/model/patterns.ts, was not on
- * main when this was written; the syntax above is the one `modelAllowed` matches.)
+ * Model patterns (SPEC §4) follow the sidecar's own rules (`src/core/model/patterns.ts`:
+ * `*`, `provider/*`, `provider/model`, or a bare name), compared case-insensitively; the console
+ * stores them trimmed and lower-case.
  */
+import { allowsEveryModel, modelPatternError } from '../core/model/patterns.ts';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
 
-const PROVIDER = /^[a-z0-9][a-z0-9._-]{0,63}$/;
-const MODEL = /^[a-z0-9][a-z0-9._:@+-]*(?:\/[a-z0-9._:@+-]+)*$/;
 // Characters that are never part of a name: C0/C1 controls, line/paragraph separators, bidi overrides.
 const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
@@ -56,22 +51,15 @@ export function validateModelPattern(pattern: string): string {
   const p = pattern.trim().toLowerCase();
   if (p === '') throw bad('model pattern must not be empty');
   if (p.length > LIMITS.modelPatternMaxChars) throw bad(`model pattern ${shown(p)} is longer than ${LIMITS.modelPatternMaxChars} characters`);
-  if (p === '*') return p;
-  const slash = p.indexOf('/');
-  if (slash < 0) throw bad(`model pattern ${shown(p)} needs a provider: use provider/model, provider/* or * (e.g. openai/${p})`);
-  const provider = p.slice(0, slash);
-  const model = p.slice(slash + 1);
-  if (!PROVIDER.test(provider)) throw bad(`model pattern ${shown(p)} has an invalid provider: [a-z0-9][a-z0-9._-]*`);
-  if (model === '*') return p;
-  if (!MODEL.test(model)) {
-    throw bad(`model pattern ${shown(p)} is malformed: use provider/model, provider/* or *; "*" is only allowed as the whole model part`);
-  }
+  const err = modelPatternError(p);
+  if (err !== null) throw bad(`model pattern ${shown(p)} ${err}`);
   return p;
 }
 
 /**
- * A model list: `null` (every model) or 1-100 valid patterns, deduplicated (order kept). `*` in a
- * list is allowed and means every model.
+ * A model list: `null` (every model) or 1-100 valid patterns, deduplicated (order kept). A list
+ * containing `*` is stored as `null`: the sidecar requires a restricted key's request to name a
+ * model with certainty, which `*` does not intend.
  */
 export function validateModels(models: unknown): string[] | null {
   if (models === null) return null;
@@ -84,7 +72,7 @@ export function validateModels(models: unknown): string[] | null {
     if (!out.includes(p)) out.push(p);
   }
   if (out.length > LIMITS.modelsPerKey) throw bad(`a key may list at most ${LIMITS.modelsPerKey} model patterns`);
-  return out;
+  return allowsEveryModel(out) ? null : out;
 }
 
 /** `a,b` from the command line; an empty item is an error, not a silent skip. */

@@ -45,7 +45,7 @@ export const LIMITS = {
   nameMaxChars: 128,
   activeKeysPerAccount: 100,
   modelsPerKey: 100,
-  modelPatternMaxChars: 128,
+  modelPatternMaxChars: 256,
 } as const;
 
 /** The fields the sidecar reads, in HMGET order. */
