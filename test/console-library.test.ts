@@ -132,6 +132,7 @@ describe('list', () => {
   it("lists an account's keys, oldest first, with revoked ones, never plaintext", async () => {
     const a = acct();
     const k1 = await kc.createKey({ account: a, name: 'one' });
+    await new Promise((r) => setTimeout(r, 5)); // created_at has millisecond resolution
     const k2 = await kc.createKey({ account: a, name: 'two', models: ['google/*'] });
     await kc.revokeKey(k1.id);
     await kc.createKey({ account: acct(), name: 'other account' });
@@ -267,7 +268,8 @@ describe('limits', () => {
     expect(await snapshot(db)).toEqual(before);
     await small.revokeKey(made[0]!.id);
     await small.createKey({ account: a, name: 'fits again' });
-    expect((await small.listKeys(a)).map((r) => r.status)).toEqual(['revoked', 'active', 'active', 'active']);
+    const byName = Object.fromEntries((await small.listKeys(a)).map((r) => [r.name, r.status]));
+    expect(byName).toEqual({ k0: 'revoked', k1: 'active', k2: 'active', 'fits again': 'active' });
   });
 
   it('concurrent creates never exceed the cap', async () => {
