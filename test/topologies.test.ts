@@ -1,0 +1,149 @@
+/**
+ * Invalidation and failover on Sentinel and Cluster deployments of real processes: a revoke on the
+ * master (Sentinel) or on each of three masters (Cluster) is seen on the next request, and after a
+ * Sentinel failover the sidecar follows the new master, drops its cache and tracks there.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { KeyField, schema } from '../src/schema/redis-schema.ts';
+import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
+import { startSentinel, type SentinelDeployment } from './helpers/redis-sentinel.ts';
+import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+
+const s = schema();
+
+async function warmAllow(sc: TestSidecar, key: string): Promise<void> {
+  expect(outcomeOf(await sc.client.check(chatRequest(key)))).toBe('allow');
+  const hits = sc.sidecar.store.stats().hits;
+  expect(outcomeOf(await sc.client.check(chatRequest(key)))).toBe('allow');
+  expect(sc.sidecar.store.stats().hits).toBeGreaterThan(hits);
+}
+
+describe('Sentinel', () => {
+  let dep: SentinelDeployment;
+  let sc: TestSidecar;
+  let db: Redis;
+
+  beforeAll(async () => {
+    dep = await startSentinel();
+    db = dep.master.client();
+    sc = await startTestSidecar(dep.url, { redisTimeoutMs: 500 });
+    await waitTracking(sc);
+  }, 60_000);
+
+  afterAll(async () => {
+    await sc?.close();
+    await dep?.destroy();
+  });
+
+  it('sees a revoke on the next request; after failover follows the new master, drops the cache and tracks there', async () => {
+    const [k1, k2, k3] = [await seedKey(db, s), await seedKey(db, s), await seedKey(db, s)];
+    await db.wait(1, 5000);
+    for (const k of [k1, k2, k3]) await warmAllow(sc, k.key);
+    await db.hset(s.keyRecord(k1.digest), KeyField.status, 'revoked');
+    expect(outcomeOf(await sc.client.check(chatRequest(k1.key)))).toBe('INVALID_API_KEY');
+    await db.wait(1, 5000);
+
+    const flushes = sc.sidecar.store.stats().flushes;
+    const failover = dep.failover();
+    // While the master is gone: fail closed, nothing from the cache, every answer in bounded time.
+    await waitFor(() => !sc.sidecar.store.stats().tracking, 'link loss');
+    const t0 = Date.now();
+    expect(outcomeOf(await sc.client.check(chatRequest(k2.key)))).toBe('AUTH_UNAVAILABLE');
+    expect(Date.now() - t0).toBeLessThan(3000);
+    await failover;
+    await waitTracking(sc);
+    expect(sc.sidecar.store.stats().flushes).toBeGreaterThan(flushes);
+
+    db = dep.master.client();
+    expect(outcomeOf(await sc.client.check(chatRequest(k1.key)))).toBe('INVALID_API_KEY');
+    await warmAllow(sc, k2.key);
+    await warmAllow(sc, k3.key);
+    // Tracking is on the new master: its writes are seen on the next request.
+    await db.hset(s.keyRecord(k2.digest), KeyField.status, 'revoked');
+    expect(outcomeOf(await sc.client.check(chatRequest(k2.key)))).toBe('INVALID_API_KEY');
+    await setAccountStatus(db, s, k3.account, 'disabled');
+    expect(outcomeOf(await sc.client.check(chatRequest(k3.key)))).toBe('USER_BLOCKED');
+  });
+});
+
+describe('Cluster (three masters)', () => {
+  let dep: ClusterDeployment;
+  let a: TestSidecar;
+  let b: TestSidecar;
+
+  beforeAll(async () => {
+    dep = await startCluster(3);
+    [a, b] = await Promise.all([startTestSidecar(dep.url), startTestSidecar(dep.url)]);
+    await waitTracking(a, b);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await dep?.destroy();
+  });
+
+  it('sees revoke and disable on the next request, for keys on every master', async () => {
+    const db = dep.client() as unknown as Redis;
+    // Seed until every master holds at least two key records.
+    const byNode = new Map<number, SeededKey[]>();
+    while (dep.nodes.some((n) => (byNode.get(n.port)?.length ?? 0) < 2)) {
+      const k = await seedKey(db, s);
+      const node = await dep.nodeOf(s.keyRecord(k.digest));
+      byNode.set(node.port, [...(byNode.get(node.port) ?? []), k]);
+    }
+    for (const node of dep.nodes) {
+      const [revoke, disable] = byNode.get(node.port)!;
+      for (const sc of [a, b]) {
+        await warmAllow(sc, revoke!.key);
+        await warmAllow(sc, disable!.key);
+      }
+      await db.hset(s.keyRecord(revoke!.digest), KeyField.status, 'revoked');
+      await setAccountStatus(db, s, disable!.account, 'disabled');
+      for (const sc of [a, b]) {
+        expect(outcomeOf(await sc.client.check(chatRequest(revoke!.key)))).toBe('INVALID_API_KEY');
+        expect(outcomeOf(await sc.client.check(chatRequest(disable!.key)))).toBe('USER_BLOCKED');
+      }
+    }
+    // One tracked link per master, each redirected to a subscriber on its own node.
+    for (const node of dep.nodes) {
+      const clients = String(await node.client().call('CLIENT', 'LIST'));
+      const tracked = clients.split('\n').filter((l) => / flags=\S*t/.test(l));
+      expect(tracked.length).toBe(2); // one per sidecar
+      for (const l of tracked) {
+        const redir = /redir=(\d+)/.exec(l)![1];
+        expect(clients).toMatch(new RegExp(`id=${redir} .* name=keygate-inval-`));
+      }
+    }
+  });
+
+  it('a master going away drops the cache (fail closed for its slots); back, tracking resumes', async () => {
+    const db = dep.client() as unknown as Redis;
+    const victim = dep.nodes[2]!;
+    let onVictim: SeededKey | undefined;
+    let elsewhere: SeededKey | undefined;
+    while (!onVictim || !elsewhere) {
+      const k = await seedKey(db, s);
+      const [keyNode, acctNode] = [await dep.nodeOf(s.keyRecord(k.digest)), await dep.nodeOf(s.account(k.account))];
+      if (keyNode === victim) onVictim ??= k;
+      else if (acctNode !== victim) elsewhere ??= k;
+    }
+    await warmAllow(a, elsewhere.key);
+    const flushes = a.sidecar.store.stats().flushes;
+    await victim.stop();
+    // The cache is dropped at once (the victim's link broke). The master set then shrinks to the two
+    // live masters, which stay tracked; the victim's slots have no connection and fail closed.
+    await waitFor(() => a.sidecar.store.stats().flushes > flushes, 'cache drop');
+    const t0 = Date.now();
+    expect(outcomeOf(await a.client.check(chatRequest(onVictim.key)))).toBe('AUTH_UNAVAILABLE');
+    expect(Date.now() - t0).toBeLessThan(3000);
+    // The other masters keep serving.
+    await waitFor(async () => outcomeOf(await a.client.check(chatRequest(elsewhere!.key))) === 'allow', 'live masters serving', 10_000);
+    await victim.start();
+    // Restarted empty (no persistence): the key is gone once its master is back and tracked.
+    await waitFor(async () => outcomeOf(await a.client.check(chatRequest(onVictim!.key))) === 'INVALID_API_KEY', 'victim back', 30_000);
+    await waitTracking(a, b);
+    await warmAllow(a, elsewhere.key);
+  });
+});
