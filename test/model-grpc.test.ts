@@ -74,7 +74,7 @@ describe('Anthropic: a bare model is read as anthropic/…', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }),
     });
-    expectAllowed(res, 'claude-3-5-haiku-latest');
+    expectAllowed(res, 'anthropic/claude-3-5-haiku-latest');
   });
 
   it('another model → 403 in the Anthropic shape, naming it', async () => {
@@ -96,7 +96,7 @@ describe('Google: the model is in the path', () => {
     '/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent',
   ])('%s → allow', async (path) => {
     const res = await check({ path, headers: { 'content-type': 'application/json' }, body: '{"contents":[{"parts":[{"text":"hi"}]}]}' });
-    expectAllowed(res, 'gemini-2.0-flash');
+    expectAllowed(res, 'google/gemini-2.0-flash');
   });
 
   it('another model in the path → 403 in the Google shape', async () => {

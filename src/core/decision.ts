@@ -6,14 +6,14 @@
 import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
 import type { Family } from './family.ts';
-import { modelAllowed, type ModelRead } from './model/index.ts';
+import { modelAllowed, qualifyModel, type ModelRead } from './model/index.ts';
 import type { KeyGrant, ParsedKey } from '../schema/redis-schema.ts';
 
 export interface Allow {
   readonly allow: true;
   readonly keyId: string;
   readonly accountId: string;
-  /** The model the request names, when it was read (restricted keys), else null. */
+  /** The resolved model (provider-qualified, lower-case, as matched) when it was read (restricted keys), else null. */
   readonly model: string | null;
 }
 
@@ -88,7 +88,7 @@ export function modelDeny(grant: KeyGrant, read: () => ModelRead, family: Family
   if (!modelAllowed(grant.models, r.model, family)) {
     return deny('MODEL_NOT_ALLOWED', `The model ${quoteModel(r.model)} is not among this key's allowed models.`, grant.id);
   }
-  return { model: r.model };
+  return { model: qualifyModel(r.model, family) };
 }
 
 export function allow(grant: KeyGrant, model: string | null): Allow {
