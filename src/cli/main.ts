@@ -82,4 +82,5 @@ export async function run(argv: string[]): Promise<void> {
   }
 }
 
-await run(process.argv.slice(2));
+// Run only as the entry point, so tests and embedders can import buildProgram/run.
+if (import.meta.main) await run(process.argv.slice(2));
