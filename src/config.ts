@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { FAMILIES, type PrefixRule } from './core/family.ts';
 import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './keys/format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
+import { parseRedisUrl } from './store/redis.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -21,7 +22,15 @@ const headerName = z
   .refine((h) => !h.startsWith('x-envoy-') && h !== 'host', 'must not be a reserved header');
 const redisUrl = z
   .string()
-  .regex(/^(rediss?|redis-sentinel|redis-cluster|rediss-cluster):\/\/[^\s]+$/, 'must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL');
+  .regex(/^(rediss?|redis-sentinel|redis-cluster|rediss-cluster):\/\/[^\s]+$/, 'must be a redis://, rediss://, redis-sentinel:// or redis-cluster:// URL')
+  .superRefine((url, ctx) => {
+    try {
+      parseRedisUrl(url);
+    } catch (err) {
+      // parseRedisUrl's messages never contain the password
+      ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^REDIS_URL /, '') });
+    }
+  });
 
 const prefixTable = z
   .string()

@@ -1,7 +1,9 @@
 /**
  * Redis connections from one URL setting (SPEC §6):
  *   redis://[user:pass@]host:port[/db]      rediss:// for TLS
- *   redis-sentinel://[:pass@]host:port[,host:port…]/masterName[/db]
+ *   redis-sentinel://[:pass@]host:port[,host:port…]/masterName[/db][?sentinelPassword=…&sentinelUsername=…]
+ *     (the userinfo password is the data nodes'; the sentinels' own credentials, when they have
+ *     any, go in the query)
  *   redis-cluster://[:pass@]host:port[,host:port…]      rediss-cluster:// for TLS
  * Commands fail fast while disconnected (no offline queue) so that a decision never waits on an
  * outage longer than the command timeout.
@@ -33,6 +35,8 @@ export interface ParsedRedisUrl {
   readonly password?: string;
   readonly db: number;
   readonly masterName?: string;
+  readonly sentinelUsername?: string;
+  readonly sentinelPassword?: string;
 }
 
 function hostsOf(list: string, defaultPort: number): { host: string; port: number }[] {
@@ -47,8 +51,14 @@ function hostsOf(list: string, defaultPort: number): { host: string; port: numbe
 
 /** Parses a Redis URL of any supported mode; throws with a message that never contains the password. */
 export function parseRedisUrl(url: string): ParsedRedisUrl {
-  const m = /^([a-z-]+):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)(\/[^?#]*)?$/.exec(url);
+  const m = /^([a-z-]+):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#@]+)(\/[^?#]*)?(?:\?([^#]*))?$/.exec(url);
   if (!m) throw new Error('REDIS_URL is not a valid Redis URL');
+  const query = new URLSearchParams(m[6] ?? '');
+  for (const k of query.keys()) {
+    if (m[1] !== 'redis-sentinel' || (k !== 'sentinelPassword' && k !== 'sentinelUsername')) {
+      throw new Error(`REDIS_URL parameter "${k}" is not supported`);
+    }
+  }
   const scheme = m[1]!;
   const username = m[2] ? decodeURIComponent(m[2]) : undefined;
   const password = m[3] !== undefined ? decodeURIComponent(m[3]) : undefined;
@@ -65,7 +75,18 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
       return { mode: 'standalone', tls: scheme === 'rediss', hosts: hostsOf(m[4]!, 6379), db: dbOf(path[0]), ...auth };
     case 'redis-sentinel': {
       if (!path[0]) throw new Error('redis-sentinel:// URL needs the master name as its path');
-      return { mode: 'sentinel', tls: false, hosts: hostsOf(m[4]!, 26379), masterName: path[0], db: dbOf(path[1]), ...auth };
+      const sentinelUsername = query.get('sentinelUsername') ?? undefined;
+      const sentinelPassword = query.get('sentinelPassword') ?? undefined;
+      return {
+        mode: 'sentinel',
+        tls: false,
+        hosts: hostsOf(m[4]!, 26379),
+        masterName: path[0],
+        db: dbOf(path[1]),
+        ...auth,
+        ...(sentinelUsername !== undefined ? { sentinelUsername } : {}),
+        ...(sentinelPassword !== undefined ? { sentinelPassword } : {}),
+      };
     }
     case 'redis-cluster':
     case 'rediss-cluster':
@@ -115,7 +136,8 @@ export function connectRedis(url: string, opts: ConnectOptions): RedisClient {
       name: p.masterName!,
       db: p.db,
       sentinelRetryStrategy: retryStrategy,
-      ...(p.password !== undefined ? { sentinelPassword: p.password } : {}),
+      ...(p.sentinelUsername !== undefined ? { sentinelUsername: p.sentinelUsername } : {}),
+      ...(p.sentinelPassword !== undefined ? { sentinelPassword: p.sentinelPassword } : {}),
     });
   }
   return new Redis({ ...common, host: p.hosts[0]!.host, port: p.hosts[0]!.port, db: p.db });
