@@ -82,6 +82,7 @@ function targetDefs(): TargetDef[] {
   return [
     { name: 'floor: grpc-js no-op', kind: 'noop-grpcjs', reference: true },
     { name: 'ref: node:http2 no-op', kind: 'noop-h2', reference: true },
+    { name: 'ref: connect-node no-op', kind: 'noop-connect', reference: true },
     ...sidecars,
   ];
 }
@@ -170,6 +171,7 @@ async function main(): Promise<void> {
     for (const d of defs) targets.push(await startTarget(d.name, d.kind, { ...env, ...d.env }));
     const floor = targets[0]!;
     const sidecars = targets.filter((_, i) => !defs[i]!.reference);
+    const refs = targets.filter((_, i) => defs[i]!.reference);
 
     // ---- correctness of what is measured: one decoded answer per case and target
     const verify: string[] = ['| case | target | expected | got |', '|---|---|---|---|'];
@@ -180,7 +182,7 @@ async function main(): Promise<void> {
         if (got !== c.expect) throw new Error(`${t.name} answered ${got} to "${c.label}", expected ${c.expect}`);
       }
     }
-    for (const t of targets.filter((_, i) => defs[i]!.reference)) {
+    for (const t of refs) {
       const got = await verifySample(t, cases[0]!.file);
       if (got !== 'allow') throw new Error(`${t.name} answered ${got}, expected allow`);
     }
@@ -201,7 +203,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < P.rounds; round++) {
       log(`round ${round + 1}/${P.rounds} (load ${loadAverage()})`);
       // one stream on one connection: the per-request cost without concurrency
-      for (const t of [floor, targets[1]!, ...sidecars]) {
+      for (const t of [...refs, ...sidecars]) {
         const r = await drive(t, cases[0]!.file, 1, 1);
         check(t.name, r);
         rec(`1x1|${t.name}|valid`, r);
@@ -209,7 +211,7 @@ async function main(): Promise<void> {
       for (const c of cases) {
         if (cases.find((x) => x.size === c.size) === c) {
           // the floor (and references) for this body size, right before the cases that use it
-          for (const ref of targets.filter((_, i) => defs[i]!.reference)) {
+          for (const ref of refs) {
             if (ref !== floor && c.size !== 'headers only') continue;
             const r = await drive(ref, floorFiles[c.size]!, P.connections, P.streams);
             check(ref.name, r);
@@ -237,7 +239,7 @@ async function main(): Promise<void> {
       '|---|---|---:|---:|---:|---:|',
     ];
     for (const size of Object.keys(floorFiles)) {
-      for (const ref of targets.filter((_, i) => defs[i]!.reference)) {
+      for (const ref of refs) {
         const v = sum(`${ref.name}|${size}`);
         if (Number.isNaN(v.rps)) continue;
         const f = sum(`${floor.name}|${size}`);
@@ -253,7 +255,7 @@ async function main(): Promise<void> {
     }
     table.push('', `One connection, one stream (case 1, per-request cost without concurrency):`, '', '| target | req/s | p50 ms | p99 ms | x floor |', '|---|---:|---:|---:|---:|');
     const f11 = sum(`1x1|${floor.name}|valid`);
-    for (const t of [floor, targets[1]!, ...sidecars]) {
+    for (const t of [...refs, ...sidecars]) {
       const v = sum(`1x1|${t.name}|valid`);
       table.push(`| ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f11.rps).toFixed(2)} |`);
     }

@@ -12,7 +12,18 @@ import { createKeyStore, type CachedKeyStore } from './store/index.ts';
 import { decisionLogger } from './telemetry/decision-log.ts';
 import { Metrics } from './telemetry/metrics.ts';
 import { GrpcTransport } from './transport/grpc/server.ts';
+import { H2GrpcTransport } from './transport/grpc-h2/server.ts';
 import { HttpTransport } from './transport/http/server.ts';
+
+/**
+ * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`; all serve the same services with the same
+ * wire behaviour. connect loads lazily: its codecs are generated at install time.
+ */
+const GRPC_TRANSPORTS = {
+  'grpc-js': async () => GrpcTransport,
+  h2: async () => H2GrpcTransport,
+  connect: async () => (await import('./transport/grpc-connect/server.ts')).ConnectGrpcTransport,
+} as const;
 
 export interface Sidecar {
   readonly grpcPort: number;
@@ -75,7 +86,8 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
   };
 
   try {
-    const grpc = new GrpcTransport(
+    const Transport = await GRPC_TRANSPORTS[config.grpcTransport]();
+    const grpc = new Transport(
       authorizer,
       {
         host: config.listenHost,

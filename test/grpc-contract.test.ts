@@ -11,6 +11,7 @@ import { createLogger } from '../src/telemetry/logger.ts';
 import { generateKey } from '../src/keys/format.ts';
 import { deniedBody, deniedHeaders, EnvoyClient, okHeaders, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { transportFlag } from './helpers/transport.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
 
 const s = schema();
@@ -24,7 +25,7 @@ beforeAll(async () => {
   redis = await startRedis();
   db = redis.client();
   sidecar = await startSidecar(
-    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, redisTimeoutMs: 10_000 }, {}),
+    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, ...transportFlag(), redisTimeoutMs: 10_000 }, {}),
     createLogger('silent'),
   );
   client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
@@ -55,12 +56,15 @@ describe('allow (SPEC §3)', () => {
     ['x-goog-api-key', (k: string) => ({ 'x-goog-api-key': k })],
   ])('accepts a valid key in %s with identity headers, stripped key headers and metadata', async (_n, h) => {
     const res = await chat(h(valid.key));
-    expect(res.status?.code).toBe(0);
+    expect(res.status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
     expect(res.denied_response).toBeUndefined();
     const headers = okHeaders(res);
     expect(headers['x-keygate-account-id']).toBe('acct-1');
     expect(headers['x-keygate-key-id']).toBe(valid.id);
-    for (const h of res.ok_response!.headers!) expect(h.append?.value).toBe(false);
+    for (const h of res.ok_response!.headers!) {
+      expect(h.append).toBeDefined(); // BoolValue present: overwrite, never append
+      expect(h.append?.value ?? false).toBe(false);
+    }
     expect(res.ok_response!.headers_to_remove).toEqual(['authorization', 'x-api-key', 'x-goog-api-key']);
     expect(res.dynamic_metadata?.fields?.account_id?.stringValue).toBe('acct-1');
     expect(res.dynamic_metadata?.fields?.key_id?.stringValue).toBe(valid.id);
@@ -73,12 +77,12 @@ describe('allow (SPEC §3)', () => {
 
   it('accepts the key at any entry, whatever header the family usually uses', async () => {
     const res = await client.check({ path: '/v1/messages', headers: { authorization: `Bearer ${valid.key}` } });
-    expect(res.status?.code).toBe(0);
+    expect(res.status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
   });
 
   it('reads headers from header_map (raw values) too', async () => {
     const res = await client.check({ path: '/v1/chat/completions', headers: { 'x-api-key': valid.key }, rawHeaders: true });
-    expect(res.status?.code).toBe(0);
+    expect(res.status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
   });
 });
 
@@ -151,7 +155,7 @@ describe('row 4: API_KEY_EXPIRED', () => {
   });
   it('expiry in the future is fine', async () => {
     const k = await seedKey(db, s, { expiresAt: Date.now() + 3_600_000 });
-    expect((await chat({ 'x-api-key': k.key })).status?.code).toBe(0);
+    expect((await chat({ 'x-api-key': k.key })).status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
   });
 });
 
@@ -161,7 +165,7 @@ describe('row 5: USER_BLOCKED', () => {
     await setAccountStatus(db, s, 'acct-blocked', 'disabled');
     expectDeny(await chat({ 'x-api-key': k.key }), 403, 'USER_BLOCKED');
     await setAccountStatus(db, s, 'acct-blocked', 'active');
-    expect((await chat({ 'x-api-key': k.key })).status?.code).toBe(0);
+    expect((await chat({ 'x-api-key': k.key })).status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
   });
   it('expired beats blocked (contract order)', async () => {
     const k = await seedKey(db, s, { account: 'acct-blocked-2', expiresAt: Date.now() - 1 });
@@ -176,7 +180,7 @@ describe('row 6: MODEL_NOT_ALLOWED', () => {
     const denied = await chat({ 'x-api-key': k.key }, { body: JSON.stringify({ model: 'openai/gpt-4o', messages: [] }) });
     expectDeny(denied, 403, 'MODEL_NOT_ALLOWED');
     const ok = await chat({ 'x-api-key': k.key }, { body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [] }) });
-    expect(ok.status?.code).toBe(0);
+    expect(ok.status?.code ?? 0).toBe(0); // proto3: an absent code is 0 (OK)
     expect(ok.dynamic_metadata?.fields?.model?.stringValue).toBe('openai/gpt-4o-mini');
   });
   it('no body sent for a restricted key → 403', async () => {
@@ -188,7 +192,7 @@ describe('row 6: MODEL_NOT_ALLOWED', () => {
 describe('row 7: AUTH_UNAVAILABLE', () => {
   it('Redis unreachable → 503 in the entry shape, no retry header false', async () => {
     const down = await startSidecar(
-      loadConfig({ redisUrl: 'redis://127.0.0.1:1', grpcPort: 0, httpPort: 0, adminPort: 0 }, {}),
+      loadConfig({ redisUrl: 'redis://127.0.0.1:1', grpcPort: 0, httpPort: 0, adminPort: 0, ...transportFlag() }, {}),
       createLogger('silent'),
     );
     const c = new EnvoyClient(`127.0.0.1:${down.grpcPort}`);

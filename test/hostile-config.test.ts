@@ -21,6 +21,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   cacheMaxEntries: ['-1', 'many'],
   serveCachedDuringOutage: ['perhaps'],
   storeMaxInflight: ['0', '-3', 'lots'],
+  grpcTransport: ['grpc', 'GRPC-JS', 'http'],
   grpcMaxReceiveBytes: ['10', '1e12'],
   httpMaxBodyBytes: ['10', '1e12'],
   drainDelayMs: ['-1'],

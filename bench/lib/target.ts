@@ -3,6 +3,7 @@
  *   node bench/lib/target.ts keygate       the sidecar (`startSidecar`), configured from the environment
  *   node bench/lib/target.ts noop-grpcjs   the floor: @grpc/grpc-js serving Check with a fixed OK answer
  *   node bench/lib/target.ts noop-h2       reference: a bare node:http2 handler with a fixed gRPC answer
+ *   node bench/lib/target.ts noop-connect  reference: @connectrpc/connect-node (gRPC over node:http2) with a fixed OK answer
  * Reports `{ port, pid }` over IPC once listening; exits cleanly on SIGTERM (so `--cpu-prof` is written).
  */
 import * as http2 from 'node:http2';
@@ -44,6 +45,23 @@ async function noopH2(): Promise<{ port: number; close(): Promise<void> }> {
   return { port: typeof addr === 'object' && addr ? addr.port : 0, close: () => new Promise((r) => server.close(() => r())) };
 }
 
+async function noopConnect(): Promise<{ port: number; close(): Promise<void> }> {
+  const { connectNodeAdapter } = await import('@connectrpc/connect-node');
+  const { create } = await import('@bufbuild/protobuf');
+  const pb = await import('../../src/transport/grpc-connect/gen/envoy/service/auth/v3/external_auth_pb.js');
+  const ok = create(pb.CheckResponseSchema, { status: { code: 0 } });
+  const handler = connectNodeAdapter({
+    grpc: true,
+    connect: false,
+    grpcWeb: false,
+    routes: (router) => router.service(pb.Authorization, { check: () => ok }),
+  });
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 1000 } }, handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  return { port: typeof addr === 'object' && addr ? addr.port : 0, close: () => new Promise((r) => server.close(() => r())) };
+}
+
 async function keygate(): Promise<{ port: number; close(): Promise<void> }> {
   const config = loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0 }, process.env);
   const sidecar = await startSidecar(config, createLogger(config.logLevel));
@@ -54,6 +72,7 @@ const starters: Record<string, () => Promise<{ port: number; close(): Promise<vo
   keygate,
   'noop-grpcjs': noopGrpcJs,
   'noop-h2': noopH2,
+  'noop-connect': noopConnect,
 };
 
 const start = kind ? starters[kind] : undefined;

@@ -1,0 +1,136 @@
+/**
+ * The lean transport's codec against Envoy's own protos (loaded by protobufjs from
+ * @grpc/grpc-js-xds): what the upstream encoder writes, ours reads the same; what ours writes, the
+ * upstream decoder reads the same. Random messages included (fast-check).
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { authorizationService } from '../src/transport/grpc/protos.ts';
+import { checkInputFromEnvoy, checkResponse } from '../src/transport/grpc/envoy-check.ts';
+import { checkResponseFields, decodeCheckRequest, frameMessage, WireError, type CheckResponseObject } from '../src/transport/grpc-h2/codec.ts';
+import { checkRequest } from './helpers/envoy-client.ts';
+
+const m = authorizationService().service.Check!;
+const encodeUpstream = (o: object) => m.requestSerialize(o);
+const decodeUpstream = (b: Buffer) => m.requestDeserialize(b) as any;
+const unframe = (b: Buffer) => b.subarray(5);
+
+/** The fields of a decoded request that keygate reads, normalised for comparison. */
+function read(req: any) {
+  const http = req.attributes?.request?.http ?? {};
+  return {
+    id: http.id ?? '',
+    method: http.method ?? '',
+    path: http.path ?? '',
+    size: Number(http.size ?? 0),
+    headers: { ...(http.headers ?? {}) },
+    headerMap: (http.header_map?.headers ?? []).map((h: any) => [h.key ?? '', h.value ?? '', Buffer.from(h.raw_value ?? []).toString('hex')]),
+    body: http.body ?? '',
+    rawBody: Buffer.from(http.raw_body ?? []).toString('hex'),
+    ext: { ...(req.attributes?.context_extensions ?? {}) },
+  };
+}
+
+describe('CheckRequest decoding', () => {
+  it('reads what Envoy sends, skipping peers, time and metadata', () => {
+    const msg = checkRequest({
+      path: '/v1/messages?beta=true',
+      headers: { authorization: 'Bearer kg_x', 'x-request-id': 'r-1', 'x-many': ['a', 'b'] },
+      contextExtensions: { protocol: 'anthropic' },
+      body: '{"model":"claude"}',
+    });
+    const bytes = encodeUpstream(msg);
+    expect(read(decodeCheckRequest(bytes))).toEqual(read(decodeUpstream(bytes)));
+    expect(decodeCheckRequest(bytes).attributes!.request!.http!.headers!['x-many']).toBe('a,b');
+  });
+
+  it('reads header_map with raw values', () => {
+    const bytes = encodeUpstream(checkRequest({ path: '/', headers: { 'x-api-key': ['k1', 'k2'] }, rawHeaders: true }));
+    expect(read(decodeCheckRequest(bytes))).toEqual(read(decodeUpstream(bytes)));
+  });
+
+  it('reads a negative int64 size (Envoy sends -1 when unknown)', () => {
+    const bytes = encodeUpstream({ attributes: { request: { http: { size: '-1', raw_body: Buffer.from('{}') } } } });
+    expect(decodeCheckRequest(bytes).attributes!.request!.http!.size).toBe(-1);
+    const input = checkInputFromEnvoy(decodeCheckRequest(bytes));
+    expect(input.bodyTruncated).toBe(false);
+  });
+
+  it('skips unknown fields of every wire type and merges repeated embedded messages', () => {
+    const a = encodeUpstream({ attributes: { request: { http: { path: '/a', method: 'GET' } } } });
+    const b = encodeUpstream({ attributes: { request: { http: { path: '/b' } }, context_extensions: { protocol: 'google' } } });
+    const unknown = Buffer.from([0x98, 0x06, 0x96, 0x01, 0xa1, 0x06, 1, 2, 3, 4, 5, 6, 7, 8, 0xad, 0x06, 1, 2, 3, 4, 0xb2, 0x06, 0x01, 0x00]);
+    const got = decodeCheckRequest(Buffer.concat([a, unknown, b]));
+    expect(got.attributes!.request!.http!.path).toBe('/b');
+    expect(got.attributes!.request!.http!.method).toBe('GET');
+    expect(got.attributes!.context_extensions!.protocol).toBe('google');
+  });
+
+  it('a map key named __proto__ is an ordinary header', () => {
+    const headers = Object.create(null) as Record<string, string>;
+    headers['__proto__'] = 'x';
+    headers['x-api-key'] = 'k';
+    const bytes = encodeUpstream({ attributes: { request: { http: { headers } } } });
+    const h = decodeCheckRequest(bytes).attributes!.request!.http!.headers!;
+    expect(Object.hasOwn(h, '__proto__')).toBe(true);
+    expect(h['x-api-key']).toBe('k');
+  });
+
+  it.each([
+    ['truncated varint', [0x0a, 0xff, 0xff, 0xff]],
+    ['length past the end', [0x0a, 0x7f, 0x01]],
+    ['group wire type', [0x0b, 0x0c]],
+    ['11-byte varint', [0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]],
+  ])('refuses a malformed message (%s)', (_n, bytes) => {
+    expect(() => decodeCheckRequest(Buffer.from(bytes))).toThrow(WireError);
+  });
+
+  it('agrees with the upstream decoder on random requests', () => {
+    const str = fc.string({ maxLength: 40, unit: 'binary' });
+    fc.assert(
+      fc.property(
+        fc.record({
+          path: str,
+          method: fc.constantFrom('GET', 'POST', ''),
+          headers: fc.dictionary(fc.string({ minLength: 1, maxLength: 20 }), str, { maxKeys: 30 }),
+          ext: fc.dictionary(fc.string({ maxLength: 10 }), str, { maxKeys: 3 }),
+          body: fc.option(fc.uint8Array({ maxLength: 300 }), { nil: undefined }),
+          size: fc.integer({ min: -1, max: 2 ** 40 }),
+          raw: fc.boolean(),
+        }),
+        (r) => {
+          const http: Record<string, unknown> = { id: 'i', method: r.method, path: r.path, size: String(r.size) };
+          if (r.raw) http.header_map = { headers: Object.entries(r.headers).map(([key, v]) => ({ key, raw_value: Buffer.from(v) })) };
+          else http.headers = r.headers;
+          if (r.body) http.raw_body = Buffer.from(r.body);
+          const bytes = encodeUpstream({ attributes: { request: { http }, context_extensions: r.ext, source: { principal: 'p' } } });
+          expect(read(decodeCheckRequest(bytes))).toEqual(read(decodeUpstream(bytes)));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('CheckResponse encoding', () => {
+  const opts = { accountHeader: 'x-keygate-account-id', keyIdHeader: 'x-keygate-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
+  const outcomes = [
+    { decision: { allow: true as const, keyId: 'key_1', accountId: 'acct-ü', model: 'gpt-4o' }, family: 'openai' as const, requestId: 'r1' },
+    { decision: { allow: true as const, keyId: 'key_1', accountId: 'a', model: null }, family: 'openai' as const, requestId: 'r1' },
+    { decision: { allow: false as const, code: 'INVALID_API_KEY' as const, status: 401 }, family: 'anthropic' as const, requestId: 'r"2' },
+    { decision: { allow: false as const, code: 'AUTH_UNAVAILABLE' as const, status: 503 }, family: 'google' as const, requestId: 'r3' },
+  ];
+
+  it.each(outcomes)('writes what protobufjs writes, byte for byte (%#)', (outcome) => {
+    const obj = checkResponse(outcome, opts);
+    const ours = unframe(frameMessage(checkResponseFields(obj as CheckResponseObject)));
+    expect(ours.toString('hex')).toBe(m.responseSerialize(obj).toString('hex'));
+    expect(m.responseDeserialize(ours)).toEqual(m.responseDeserialize(m.responseSerialize(obj)));
+  });
+
+  it('writes negative int32 and multi-byte lengths as protobufjs does', () => {
+    const obj = { status: { code: -5, message: 'x'.repeat(300) }, denied_response: { status: { code: 403 }, body: 'é'.repeat(100), headers: [] } };
+    const ours = unframe(frameMessage(checkResponseFields(obj)));
+    expect(ours.toString('hex')).toBe(m.responseSerialize(obj).toString('hex'));
+  });
+});
