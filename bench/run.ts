@@ -75,7 +75,7 @@ export interface TargetDef {
 
 /** Sidecar variants to compare (transport selectable by config); the floor and references always run. */
 function targetDefs(): TargetDef[] {
-  const transports = (opt.transports ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const transports = (opt.transports ?? 'grpc-js,h2,connect').split(',').map((s) => s.trim()).filter(Boolean);
   const sidecars: TargetDef[] = transports.length
     ? transports.map((t) => ({ name: `keygate[${t}]`, kind: 'keygate', env: { KEYGATE_GRPC_TRANSPORT: t } }))
     : [{ name: 'keygate', kind: 'keygate' }];
@@ -97,7 +97,7 @@ interface Case {
 }
 
 const log = (s: string) => process.stderr.write(`bench: ${s}\n`);
-const ms = (us: number) => (us / 1000).toFixed(us < 10_000 ? 2 : 1);
+const ms = (us: number) => (Number.isNaN(us) ? '–' : (us / 1000).toFixed(us < 10_000 ? 2 : 1));
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
