@@ -40,6 +40,8 @@ beforeAll(async () => {
       ),
     );
   }
+  // the store (and its invalidation link) is up before the first decision is asked for
+  for (const sc of sidecars.values()) while (!sc.ready()) await new Promise((r) => setTimeout(r, 20));
 });
 
 afterAll(async () => {

@@ -65,6 +65,8 @@ async function noopConnect(): Promise<{ port: number; close(): Promise<void> }> 
 async function keygate(): Promise<{ port: number; close(): Promise<void> }> {
   const config = loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0 }, process.env);
   const sidecar = await startSidecar(config, createLogger(config.logLevel));
+  // measured from ready: the store and its invalidation link are up
+  for (let i = 0; i < 500 && !sidecar.ready(); i++) await new Promise((r) => setTimeout(r, 20));
   return { port: sidecar.grpcPort, close: () => sidecar.close() };
 }
 
