@@ -3,20 +3,19 @@
  * masked key and request id; allows only at debug; and no line, deny or error, ever holds a key.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
-import { loadConfig } from '../src/config.ts';
 import { generateKey, maskKey } from '../src/keys/format.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
+import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger, keyScrubber } from '../src/telemetry/logger.ts';
 import { waitFor } from './helpers/admin.ts';
-import { EnvoyClient } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { EnvoyClient } from './helpers/envoy-client.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 
 const s = schema();
+let stack: Stack;
 let redis: RedisServer;
-let db: Redis;
 let sidecar: Sidecar;
 let client: EnvoyClient;
 const lines: string[] = [];
@@ -27,21 +26,18 @@ let expired: SeededKey;
 let blocked: SeededKey;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
+  stack = await startStack({ adminHost: '127.0.0.1' }, log);
+  ({ redis, sidecar, client } = stack);
+  const { db } = stack;
   valid = await seedKey(db, s, { account: 'acct-logs' });
   expired = await seedKey(db, s, { account: 'acct-logs', expiresAt: Date.now() - 1000 });
   blocked = await seedKey(db, s, { account: 'acct-off' });
   await setAccountStatus(db, s, 'acct-off', 'disabled');
-  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, adminHost: '127.0.0.1' }, {}), log);
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
   await waitFor('store ready', () => sidecar.ready());
 });
 
 afterAll(async () => {
-  client?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 const check = (key: string, requestId: string, protocol = 'openai') =>

@@ -3,38 +3,32 @@
  * Redis and draining), /metrics (decisions, latency, Redis errors, cache numbers).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
-import { loadConfig } from '../src/config.ts';
 import { generateKey } from '../src/keys/format.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
+import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
 import { Metrics } from '../src/telemetry/metrics.ts';
 import { adminGet, sample, waitFor } from './helpers/admin.ts';
-import { EnvoyClient } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { EnvoyClient } from './helpers/envoy-client.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 
 const s = schema();
+let stack: Stack;
 let redis: RedisServer;
-let db: Redis;
 let sidecar: Sidecar;
 let client: EnvoyClient;
 let valid: SeededKey;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  valid = await seedKey(db, s, { account: 'acct-admin' });
-  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, adminHost: '127.0.0.1' }, {}), createLogger('silent'));
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  stack = await startStack({ adminHost: '127.0.0.1' });
+  ({ redis, sidecar, client } = stack);
+  valid = await seedKey(stack.db, s, { account: 'acct-admin' });
   await waitFor('ready', async () => (await adminGet(sidecar.adminPort, '/readyz')).status === 200);
 });
 
 afterAll(async () => {
-  client?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 describe('health endpoints', () => {

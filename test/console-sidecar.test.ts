@@ -1,30 +1,23 @@
 /** Every console operation is seen by a running sidecar on its very next Check (SPEC §6). */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.ts';
 import { KeyConsole } from '../src/console/key-console.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
-import { deniedBody, EnvoyClient, type CheckResponseMsg } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { deniedBody, type CheckResponseMsg, type EnvoyClient } from './helpers/envoy-client.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 
-let redis: RedisServer;
-let sidecar: Sidecar;
+let stack: Stack;
 let client: EnvoyClient;
 let kc: KeyConsole;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0 }, {}), createLogger('silent'));
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
-  kc = new KeyConsole({ redis: redis.url, revealKey: `base64:${randomBytes(32).toString('base64')}` });
+  stack = await startStack();
+  client = stack.client;
+  kc = new KeyConsole({ redis: stack.redis.url, revealKey: `base64:${randomBytes(32).toString('base64')}` });
 });
 
 afterAll(async () => {
-  client?.close();
   await kc?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 const check = (key: string, model = 'openai/gpt-4o') =>

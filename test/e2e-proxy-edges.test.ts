@@ -4,36 +4,31 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
 import { json, send } from './helpers/http-client.ts';
 import { NGINX_CONF, nginxSiteConfig, startCaddy, startNginx, type RunningProxy } from './helpers/proxies.ts';
-import { destroyRedis, freePort, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { freePort } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 import { startStubUpstream, type StubUpstream } from './helpers/stub-upstream.ts';
 
-let redis: RedisServer;
-let sidecar: Sidecar;
+let stack: Stack;
 let upstream: StubUpstream;
 let valid: SeededKey;
 const proxies: Record<string, RunningProxy> = {};
 
 beforeAll(async () => {
-  redis = await startRedis();
-  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0 }, {}), createLogger('silent'));
+  stack = await startStack();
   upstream = await startStubUpstream();
-  valid = await seedKey(redis.client(), schema(), { account: 'acct-edge' });
-  const t = { authzPort: sidecar.httpPort, upstreamPort: upstream.port };
+  valid = await seedKey(stack.db, schema(), { account: 'acct-edge' });
+  const t = { authzPort: stack.sidecar.httpPort, upstreamPort: upstream.port };
   [proxies.caddy, proxies.nginx] = await Promise.all([startCaddy(t), startNginx(t)]);
 });
 
 afterAll(async () => {
   await Promise.all(Object.values(proxies).map((p) => p.close()));
   await upstream?.close();
-  await sidecar?.close();
-  if (redis) await destroyRedis(redis);
+  await stack?.close();
 });
 
 beforeEach(() => {

@@ -4,38 +4,27 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { loadConfig } from '../src/config.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
 import { generateKey } from '../src/keys/format.ts';
-import { deniedBody, deniedHeaders, EnvoyClient, okHeaders, type CheckResponseMsg } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
-import { transportFlag } from './helpers/transport.ts';
+import { deniedBody, deniedHeaders, okHeaders, type CheckResponseMsg, type EnvoyClient } from './helpers/envoy-client.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
+import { startSidecarWith, startStack, type Stack } from './helpers/sidecars.ts';
+import { transportFlag } from './helpers/transport.ts';
 
 const s = schema();
-let redis: RedisServer;
+let stack: Stack;
 let db: Redis;
-let sidecar: Sidecar;
 let client: EnvoyClient;
 let valid: SeededKey;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  sidecar = await startSidecar(
-    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, ...transportFlag(), redisTimeoutMs: 10_000 }, {}),
-    createLogger('silent'),
-  );
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  stack = await startStack({ ...transportFlag(), redisTimeoutMs: 10_000 });
+  ({ db, client } = stack);
   valid = await seedKey(db, s, { account: 'acct-1' });
 });
 
 afterAll(async () => {
-  client?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 const chat = (headers: Record<string, string | string[]>, extra: object = {}) =>
@@ -191,11 +180,8 @@ describe('row 6: MODEL_NOT_ALLOWED', () => {
 
 describe('row 7: AUTH_UNAVAILABLE', () => {
   it('Redis unreachable → 503 in the entry shape, no retry header false', async () => {
-    const down = await startSidecar(
-      loadConfig({ redisUrl: 'redis://127.0.0.1:1', grpcPort: 0, httpPort: 0, adminPort: 0, ...transportFlag() }, {}),
-      createLogger('silent'),
-    );
-    const c = new EnvoyClient(`127.0.0.1:${down.grpcPort}`);
+    const down = await startSidecarWith({ redisUrl: 'redis://127.0.0.1:1', ...transportFlag() });
+    const c = down.client;
     try {
       const res = await c.check({ path: '/v1/messages', headers: { 'x-api-key': valid.key } });
       expect(res.denied_response?.status?.code).toBe(503);
@@ -208,7 +194,6 @@ describe('row 7: AUTH_UNAVAILABLE', () => {
       const missing = await c.check({ path: '/v1/messages', headers: {} });
       expect(missing.denied_response?.status?.code).toBe(401);
     } finally {
-      c.close();
       await down.close();
     }
   });

@@ -6,22 +6,18 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.ts';
 import { generateKey } from '../src/keys/format.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
 import { authorizationService } from '../src/transport/grpc/protos.ts';
-import { checkRequest, deniedBody, EnvoyClient } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
-import { transportFlag } from './helpers/transport.ts';
+import { checkRequest, deniedBody, type EnvoyClient } from './helpers/envoy-client.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
+import { transportFlag } from './helpers/transport.ts';
 
 const s = schema();
 const MAX = 256 * 1024;
-let redis: RedisServer;
+let stack: Stack;
 let db: Redis;
-let sidecar: Sidecar;
 let client: EnvoyClient;
 let raw: grpc.Client;
 let valid: SeededKey;
@@ -44,22 +40,15 @@ const encode = (msg: object) => authorizationService().service.Check!.requestSer
 const decodeRes = (b: Buffer) => authorizationService().service.Check!.responseDeserialize(b) as any;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  sidecar = await startSidecar(
-    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, ...transportFlag(), grpcMaxReceiveBytes: MAX, redisTimeoutMs: 10_000 }, {}),
-    createLogger('silent'),
-  );
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
-  raw = new grpc.Client(`127.0.0.1:${sidecar.grpcPort}`, grpc.credentials.createInsecure());
+  stack = await startStack({ ...transportFlag(), grpcMaxReceiveBytes: MAX, redisTimeoutMs: 10_000 });
+  ({ db, client } = stack);
+  raw = new grpc.Client(`127.0.0.1:${stack.sidecar.grpcPort}`, grpc.credentials.createInsecure());
   valid = await seedKey(db, s);
 });
 
 afterAll(async () => {
   raw?.close();
-  client?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 async function stillServes() {

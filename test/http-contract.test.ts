@@ -6,18 +6,18 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { loadConfig } from '../src/config.ts';
 import { readModel } from '../src/core/model/index.ts';
 import { generateKey } from '../src/keys/format.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
+import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
 import { json, send, type RawRequest } from './helpers/http-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 
 const s = schema();
 const MAX_BODY = 64 * 1024;
+let stack: Stack;
 let redis: RedisServer;
 let db: Redis;
 let sidecar: Sidecar;
@@ -26,20 +26,15 @@ let restricted: SeededKey;
 let checks = 0;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  sidecar = await startSidecar(
-    loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, httpMaxBodyBytes: MAX_BODY }, {}),
-    createLogger('silent'),
-  );
+  stack = await startStack({ httpMaxBodyBytes: MAX_BODY });
+  ({ redis, db, sidecar } = stack);
   sidecar.authorizer.observe(() => void checks++);
   valid = await seedKey(db, s, { account: 'acct-http' });
   restricted = await seedKey(db, s, { account: 'acct-http', models: ['gpt-4o', 'openai/gpt-4o', 'google/gemini-2.0-flash'] });
 });
 
 afterAll(async () => {
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 const authz = (r: RawRequest) => send(sidecar.httpPort, r);

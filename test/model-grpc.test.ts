@@ -5,27 +5,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { loadConfig } from '../src/config.ts';
-import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { createLogger } from '../src/telemetry/logger.ts';
-import { deniedBody, EnvoyClient, type CheckResponseMsg, type EnvoyRequest } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { deniedBody, type CheckResponseMsg, type EnvoyClient, type EnvoyRequest } from './helpers/envoy-client.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
 
 const s = schema();
-let redis: RedisServer;
+let stack: Stack;
 let db: Redis;
-let sidecar: Sidecar;
 let client: EnvoyClient;
 let key: SeededKey;
 let open: SeededKey;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  sidecar = await startSidecar(loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0 }, {}), createLogger('silent'));
-  client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
+  stack = await startStack();
+  ({ db, client } = stack);
   key = await seedKey(db, s, {
     models: ['anthropic/claude-3-5-haiku-latest', 'google/gemini-2.0-flash', 'openai/whisper-1', 'openai/gpt-4o-mini'],
   });
@@ -33,9 +27,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  client?.close();
-  await sidecar?.close();
-  await destroyRedis(redis);
+  await stack?.close();
 });
 
 const check = (r: EnvoyRequest, k: SeededKey = key) => client.check({ ...r, headers: { 'x-api-key': k.key, ...r.headers } });

@@ -9,14 +9,13 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
 import { readModel } from '../../src/core/model/index.ts';
 import { generateKey } from '../../src/keys/format.ts';
-import { startSidecar, type Sidecar } from '../../src/main.ts';
+import type { Sidecar } from '../../src/main.ts';
 import { schema } from '../../src/schema/redis-schema.ts';
-import { createLogger } from '../../src/telemetry/logger.ts';
-import { destroyRedis, startRedis, type RedisServer } from './redis-server.ts';
+import type { RedisServer } from './redis-server.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './seed.ts';
+import { startStack, type Stack } from './sidecars.ts';
 import { startStubUpstream, UPSTREAM_TEXT, type StubUpstream } from './stub-upstream.ts';
 
 export interface ProxyUnderTest {
@@ -139,6 +138,7 @@ async function failure(p: Promise<unknown>): Promise<unknown> {
 
 export function sdkSuite(target: SdkSuiteTarget): void {
   const s = schema();
+  let stack: Stack;
   let redis: RedisServer;
   let db: Redis;
   let sidecar: Sidecar;
@@ -149,12 +149,8 @@ export function sdkSuite(target: SdkSuiteTarget): void {
   let restricted: SeededKey;
 
   beforeAll(async () => {
-    redis = await startRedis();
-    db = redis.client();
-    sidecar = await startSidecar(
-      loadConfig({ redisUrl: redis.url, grpcPort: 0, httpPort: 0, adminPort: 0, redisTimeoutMs: 2000 }, {}),
-      createLogger('silent'),
-    );
+    stack = await startStack({ redisTimeoutMs: 2000 });
+    ({ redis, db, sidecar } = stack);
     sidecar.authorizer.observe(() => void checks++);
     upstream = await startStubUpstream();
     proxy = await target.start({ grpcPort: sidecar.grpcPort, httpPort: sidecar.httpPort, upstreamPort: upstream.port });
@@ -168,8 +164,7 @@ export function sdkSuite(target: SdkSuiteTarget): void {
   afterAll(async () => {
     await proxy?.close();
     await upstream?.close();
-    await sidecar?.close();
-    if (redis) await destroyRedis(redis);
+    await stack?.close();
   });
 
   beforeEach(() => {

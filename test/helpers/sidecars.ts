@@ -1,8 +1,18 @@
-/** In-process sidecars for store tests: start, wait for cache tracking, client per sidecar. */
+/**
+ * In-process sidecars for tests: one on a given Redis (`startTestSidecar`, `startSidecarWith`), or a
+ * whole stack — its own redis-server, a seeding client, the sidecar and an Envoy-style gRPC client —
+ * in one call (`startStack`).
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { startSidecar, type Sidecar } from '../../src/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { EnvoyClient, type CheckResponseMsg } from './envoy-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './redis-server.ts';
+
+/** Settings as `loadConfig` takes them (flag names), e.g. `{ redisTimeoutMs: 10_000 }`. */
+export type Settings = Partial<Record<keyof Config, unknown>>;
 
 export interface TestSidecar {
   readonly sidecar: Sidecar;
@@ -10,11 +20,14 @@ export interface TestSidecar {
   close(): Promise<void>;
 }
 
-export async function startTestSidecar(redisUrl: string, extra: Partial<Record<keyof Config, unknown>> = {}): Promise<TestSidecar> {
-  const sidecar = await startSidecar(
-    loadConfig({ redisUrl, grpcPort: 0, httpPort: 0, adminPort: 0, redisTimeoutMs: 1000, shutdownTimeoutMs: 2000, drainDelayMs: 0, ...extra }, {}),
-    createLogger(process.env.KEYGATE_TEST_LOG ?? 'silent'),
-  );
+const testLogger = (): Logger => createLogger(process.env.KEYGATE_TEST_LOG ?? 'silent');
+
+/**
+ * A sidecar on free ports with exactly `settings` over the config defaults, and a gRPC client for
+ * it. `log` defaults to silent (`KEYGATE_TEST_LOG=debug` to see the lines).
+ */
+export async function startSidecarWith(settings: Settings, log: Logger = testLogger()): Promise<TestSidecar> {
+  const sidecar = await startSidecar(loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0, ...settings }, {}), log);
   const client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
   return {
     sidecar,
@@ -22,6 +35,44 @@ export async function startTestSidecar(redisUrl: string, extra: Partial<Record<k
     async close() {
       client.close();
       await sidecar.close();
+    },
+  };
+}
+
+/** For store tests: a 1 s Redis timeout, a 2 s shutdown bound and no drain delay unless `extra` says otherwise. */
+export function startTestSidecar(redisUrl: string, extra: Settings = {}, log?: Logger): Promise<TestSidecar> {
+  return startSidecarWith({ redisUrl, redisTimeoutMs: 1000, shutdownTimeoutMs: 2000, drainDelayMs: 0, ...extra }, log);
+}
+
+export interface Stack extends TestSidecar {
+  /** This stack's own redis-server (stop/start it to play an outage). */
+  readonly redis: RedisServer;
+  /** A client of that server for seeding and inspecting. */
+  readonly db: Redis;
+  /** Closes the client, the sidecar, then stops and removes the redis-server. */
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh redis-server and a sidecar on it with `settings` over the config defaults (as
+ * `startSidecarWith`). Cleans up after itself if the sidecar fails to start.
+ */
+export async function startStack(settings: Settings = {}, log?: Logger): Promise<Stack> {
+  const redis = await startRedis();
+  let sc: TestSidecar;
+  try {
+    sc = await startSidecarWith({ redisUrl: redis.url, ...settings }, log);
+  } catch (err) {
+    await destroyRedis(redis);
+    throw err;
+  }
+  return {
+    ...sc,
+    redis,
+    db: redis.client(),
+    async close() {
+      await sc.close();
+      await destroyRedis(redis);
     },
   };
 }
