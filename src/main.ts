@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { AdminServer } from './admin/server.ts';
 import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
+import { closeAll, shutdownSequence, type Closable } from './lifecycle.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedKeyStore } from './store/index.ts';
 import { decisionLogger } from './telemetry/decision-log.ts';
@@ -45,11 +46,7 @@ export interface Sidecar {
   close(): Promise<void>;
 }
 
-/** A transport or server the shutdown closes; `close` lets in-flight work finish within `timeoutMs`. */
-export interface Closable {
-  readonly name: string;
-  close(timeoutMs: number): Promise<void>;
-}
+export type { Closable } from './lifecycle.ts';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -75,15 +72,6 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
 
   /** Transports in the order they are closed (all at once); new ones slot in here. */
   const transports: Closable[] = [];
-  const closeAll = async (list: Closable[], deadline: number) => {
-    await Promise.all(
-      list.map((c) =>
-        c.close(Math.max(0, deadline - Date.now())).catch((err: unknown) => {
-          log.error({ err: { message: (err as Error)?.message }, closable: c.name }, 'close failed');
-        }),
-      ),
-    );
-  };
 
   try {
     const Transport = await GRPC_TRANSPORTS[config.grpcTransport]();
@@ -131,19 +119,19 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
     const adminPort = await admin.listen();
     log.info({ grpcPort, httpPort, adminPort }, 'keygate listening');
 
-    let stopping: Promise<void> | undefined;
-    const stop = (drainDelayMs: number) =>
-      (stopping ??= (async () => {
-        const deadline = Date.now() + config.shutdownTimeoutMs;
-        draining = true;
-        grpc.setServing(false);
-        log.info({ drainDelayMs, shutdownTimeoutMs: config.shutdownTimeoutMs }, 'draining: not ready, still serving');
-        if (drainDelayMs > 0) await sleep(Math.min(drainDelayMs, Math.max(0, deadline - Date.now() - 1000)));
-        await closeAll(transports, deadline);
-        await closeAll([{ name: 'admin', close: (t) => admin.close(t) }], deadline);
-        await store.close();
-        log.info('stopped');
-      })());
+    const stop = shutdownSequence(
+      {
+        shutdownTimeoutMs: config.shutdownTimeoutMs,
+        drain: () => {
+          draining = true;
+          grpc.setServing(false);
+        },
+        transports,
+        admin: { name: 'admin', close: (t) => admin.close(t) },
+        store,
+      },
+      log,
+    );
 
     return {
       grpcPort,
@@ -157,12 +145,8 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
       close: () => stop(0),
     };
   } catch (err) {
-    await closeAll(transports, Date.now() + 1000);
+    await closeAll(transports, Date.now() + 1000, log);
     await store.close();
     throw err;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
