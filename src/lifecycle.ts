@@ -1,8 +1,23 @@
 /**
- * Shutdown mechanics for the sidecar: drain, then close transports, admin port and store, all
- * bounded by one deadline. `src/main.ts` only says what there is to close.
+ * Start and stop mechanics for the sidecar's servers: listening on a port, and the shutdown (drain,
+ * then close transports, admin port and store, all bounded by one deadline). `src/main.ts` only
+ * says what there is to start and close.
  */
+import type { Server } from 'node:net';
 import type { Logger } from 'pino';
+
+/** Listens on `host:port` (0 = a free port); resolves with the port bound, rejects on a listen error. */
+export async function listenOn(server: Server, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  return typeof addr === 'object' && addr ? addr.port : port;
+}
 
 /** A transport or server the shutdown closes; `close` lets in-flight work finish within `timeoutMs`. */
 export interface Closable {

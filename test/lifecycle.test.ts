@@ -1,10 +1,11 @@
 /**
- * The shutdown sequence on its own (src/lifecycle.ts), on fake timers: order, the drain delay and
- * its cut near the deadline, the time each close is given, idempotence, failures. The whole thing
- * against a real process and Redis is test/shutdown.test.ts.
+ * src/lifecycle.ts on its own: listening, and the shutdown sequence on fake timers (order, the
+ * drain delay and its cut near the deadline, the time each close is given, idempotence, failures).
+ * The whole thing against a real process and Redis is test/shutdown.test.ts.
  */
+import { createServer, type Server } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { closeAll, shutdownSequence, type Closable, type ShutdownPlan } from '../src/lifecycle.ts';
+import { closeAll, listenOn, shutdownSequence, type Closable, type ShutdownPlan } from '../src/lifecycle.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 
 let lines: string[];
@@ -12,14 +13,9 @@ let log: ReturnType<typeof createLogger>;
 let events: string[];
 
 beforeEach(() => {
-  vi.useFakeTimers({ now: 1_000_000 });
   lines = [];
   log = createLogger('info', { write: (line: string) => void lines.push(line) });
   events = [];
-});
-
-afterEach(() => {
-  vi.useRealTimers();
 });
 
 const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -52,6 +48,13 @@ function plan(over: Partial<ShutdownPlan> = {}): ShutdownPlan {
 }
 
 describe('shutdownSequence', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ now: 1_000_000 });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('drains at once, serves through the drain delay, then closes transports together, admin, store', async () => {
     const stop = shutdownSequence(plan(), log);
     const done = stop(5000);
@@ -126,6 +129,34 @@ describe('shutdownSequence', () => {
     const outcome = expect(done).rejects.toThrow('store broke');
     await vi.advanceTimersByTimeAsync(100);
     await outcome;
+  });
+});
+
+describe('listenOn', () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => new Promise((r) => (s.listening ? s.close(r) : r(undefined)))));
+  });
+  const server = () => {
+    const s = createServer();
+    servers.push(s);
+    return s;
+  };
+
+  it('port 0: resolves with the free port the server is bound to', async () => {
+    const s = server();
+    const port = await listenOn(s, 0, '127.0.0.1');
+    expect(port).toBeGreaterThan(0);
+    expect(s.address()).toMatchObject({ address: '127.0.0.1', port });
+  });
+
+  it('rejects when the port is taken, and leaves no error listener behind', async () => {
+    const port = await listenOn(server(), 0, '127.0.0.1');
+    const second = server();
+    await expect(listenOn(second, port, '127.0.0.1')).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    const ok = server();
+    await listenOn(ok, 0, '127.0.0.1');
+    expect(ok.listenerCount('error')).toBe(0);
   });
 });
 

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { listenOn } from '../lifecycle.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface Readiness {
@@ -52,17 +53,9 @@ export class AdminServer {
     return this.#port;
   }
 
-  listen(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onError = (err: Error) => reject(err);
-      this.#server.once('error', onError);
-      this.#server.listen(this.#opts.port, this.#opts.host, () => {
-        this.#server.off('error', onError);
-        const addr = this.#server.address();
-        this.#port = typeof addr === 'object' && addr ? addr.port : this.#opts.port;
-        resolve(this.#port);
-      });
-    });
+  async listen(): Promise<number> {
+    this.#port = await listenOn(this.#server, this.#opts.port, this.#opts.host);
+    return this.#port;
   }
 
   /** Stops listening, lets open requests finish, and cuts whatever remains after `timeoutMs`. */

@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Authorizer, CheckInput } from '../../authorizer.ts';
+import { listenOn } from '../../lifecycle.ts';
 import { BadAuthzRequest, originalRequest, rawHeaderLookup, type OriginalRequest } from './authz-request.ts';
 import { authzResponse, type HttpResponseOptions } from './authz-response.ts';
 
@@ -70,15 +71,7 @@ export class HttpTransport {
   }
 
   async listen(): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(this.#opts.port, this.#opts.host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    const addr = this.server.address();
-    this.#port = typeof addr === 'object' && addr ? addr.port : 0;
+    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
     return this.#port;
   }
 
