@@ -12,7 +12,7 @@
  * including bodies JSON.parse accepts but other parsers could read differently (docs/models.md).
  */
 import { Buffer, isUtf8 } from 'node:buffer';
-import { couldBeReadAsModel } from './names.ts';
+import { couldBeReadAsModel, type BodyScan } from './names.ts';
 
 /** The most body bytes keygate will scan: the gRPC receive limit (16 MiB). */
 export const MAX_SCAN_BYTES = 16 * 1024 * 1024;
@@ -27,10 +27,7 @@ export type JsonRefusal =
   | 'escaped-model-key'
   | 'not-string';
 
-export type JsonModelScan =
-  | { readonly kind: 'model'; readonly model: string }
-  | { readonly kind: 'absent' }
-  | { readonly kind: 'refused'; readonly refusal: JsonRefusal };
+export type JsonModelScan = BodyScan<JsonRefusal>;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -12,7 +12,7 @@
  * Part contents (files) are never copied or decoded: the delimiters are found with Buffer.indexOf.
  */
 import { Buffer, isUtf8 } from 'node:buffer';
-import { couldBeReadAsModel } from './names.ts';
+import { couldBeReadAsModel, type BodyScan } from './names.ts';
 import { isUtf8Charset, parseContentType, parseHeaderParams } from './header-params.ts';
 
 export type MultipartRefusal =
@@ -22,10 +22,7 @@ export type MultipartRefusal =
   | 'model-field-not-plain'
   | 'invalid-utf8';
 
-export type MultipartScan =
-  | { readonly kind: 'model'; readonly model: string }
-  | { readonly kind: 'absent' }
-  | { readonly kind: 'refused'; readonly refusal: MultipartRefusal };
+export type MultipartScan = BodyScan<MultipartRefusal>;
 
 const BOUNDARY = /^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$/;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

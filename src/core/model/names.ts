@@ -1,7 +1,14 @@
 /**
- * What a model name may look like, and which field names a lenient parser could take for `model`.
- * Shared by the JSON, multipart and path readers (docs/models.md, "Certainty").
+ * What a model name may look like, which field names a lenient parser could take for `model`, and
+ * what a body reader answers. Shared by the JSON, multipart and path readers (docs/models.md,
+ * "Certainty").
  */
+
+/** What a body reader (JSON, multipart) found: one model, no model, or a refusal to say. */
+export type BodyScan<Refusal extends string> =
+  | { readonly kind: 'model'; readonly model: string }
+  | { readonly kind: 'absent' }
+  | { readonly kind: 'refused'; readonly refusal: Refusal };
 
 /** Longest model name keygate accepts (the schema's longest allowed-model pattern). */
 export const MAX_MODEL_LENGTH = 256;
