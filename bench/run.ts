@@ -21,6 +21,7 @@ import { cpus, hostname, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { loadConfig } from '../src/config.ts';
 import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { destroyRedis, startRedis } from '../test/helpers/redis-server.ts';
@@ -71,13 +72,15 @@ export interface TargetDef {
   env?: Record<string, string>;
   /** The floor and references are driven only with the body sizes, not every case. */
   reference?: boolean;
+  /** Only the headers-only cases, the single-stream run and the paced run (a transport already ruled out). */
+  lite?: boolean;
 }
 
 /** Sidecar variants to compare (transport selectable by config); the floor and references always run. */
 function targetDefs(): TargetDef[] {
   const transports = (opt.transports ?? 'grpc-js,h2,connect').split(',').map((s) => s.trim()).filter(Boolean);
   const sidecars: TargetDef[] = transports.length
-    ? transports.map((t) => ({ name: `keygate[${t}]`, kind: 'keygate', env: { KEYGATE_GRPC_TRANSPORT: t } }))
+    ? transports.map((t) => ({ name: `keygate[${t}]`, kind: 'keygate', env: { KEYGATE_GRPC_TRANSPORT: t }, lite: t === 'connect' && !opt.transports }))
     : [{ name: 'keygate', kind: 'keygate' }];
   return [
     { name: 'floor: grpc-js no-op', kind: 'noop-grpcjs', reference: true },
@@ -172,6 +175,7 @@ async function main(): Promise<void> {
     const floor = targets[0]!;
     const sidecars = targets.filter((_, i) => !defs[i]!.reference);
     const refs = targets.filter((_, i) => defs[i]!.reference);
+    const isLite = (t: Target) => defs[targets.indexOf(t)]!.lite === true;
 
     // ---- correctness of what is measured: one decoded answer per case and target
     const verify: string[] = ['| case | target | expected | got |', '|---|---|---|---|'];
@@ -219,6 +223,7 @@ async function main(): Promise<void> {
           }
         }
         for (const t of sidecars) {
+          if (isLite(t) && c.size !== 'headers only') continue;
           const r = await drive(t, c.file, P.connections, P.streams);
           check(`${t.name} ${c.id}`, r);
           rec(`${t.name}|${c.id}`, r);
@@ -247,6 +252,7 @@ async function main(): Promise<void> {
       }
       for (const c of cases.filter((x) => x.size === size)) {
         for (const t of sidecars) {
+          if (isLite(t) && c.size !== 'headers only') continue;
           const v = sum(`${t.name}|${c.id}`);
           const f = sum(`${floor.name}|${size}`);
           table.push(`| ${c.label} | ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | **${(v.rps / f.rps).toFixed(2)}** |`);
@@ -297,7 +303,7 @@ async function main(): Promise<void> {
     const coldSpec = { connections: P.connections, streams: P.streams, requests: P.coldKeys, templateFile: tplFile, keysFile, headers: ENVOY_HEADERS };
     const coldFloor = await loadgen({ ...coldSpec, port: floor.port });
     cold.push(`| ${floor.name} | ${coldFloor.rps.toFixed(0)} | ${ms(coldFloor.p50us)} | ${ms(coldFloor.p99us)} | 1.00 | – | ${fmtCounts(coldFloor.sampled)} |`);
-    for (const d of defs.filter((x) => !x.reference)) {
+    for (const d of defs.filter((x) => !x.reference && !x.lite)) {
       const t = await startTarget(d.name, d.kind, { ...env, ...d.env });
       try {
         const before = await commandCalls(db);
@@ -337,6 +343,7 @@ async function main(): Promise<void> {
       `- machine: ${hostname()}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `- Node ${process.version}, ${h2loadVersion()}, ${await redisVersion(db)}`,
       `- load average at start ${loadBefore}, at end ${loadAverage()}`,
+      `- keygate default gRPC transport: ${loadConfigDefaults().grpcTransport} (KEYGATE_GRPC_TRANSPORT); memory and propagation use it`,
       `- command: \`npm run bench${process.argv.slice(2).length ? ' -- ' + process.argv.slice(2).join(' ') : ''}\``,
       '',
       '## Throughput (cases 1-3)',
@@ -373,6 +380,10 @@ async function main(): Promise<void> {
     for (const t of targets) await t.stop();
     await destroyRedis(redis);
   }
+}
+
+function loadConfigDefaults() {
+  return loadConfig({}, {});
 }
 
 function fmtCounts(c: Record<string, number>): string {

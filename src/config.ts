@@ -72,7 +72,7 @@ export const configSchema = z.object({
   cacheMaxEntries: z.coerce.number().int().min(0).max(50_000_000).default(200_000),
   serveCachedDuringOutage: bool.default(false),
   storeMaxInflight: z.coerce.number().int().min(1).max(100_000).default(256),
-  grpcTransport: z.enum(['grpc-js', 'h2', 'connect']).default('grpc-js'),
+  grpcTransport: z.enum(['h2', 'grpc-js', 'connect']).default('h2'),
   grpcMaxReceiveBytes: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(16 * 1024 * 1024),
   httpMaxBodyBytes: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(16 * 1024 * 1024),
   drainDelayMs: z.coerce.number().int().min(0).max(600_000).default(5_000),
