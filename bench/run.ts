@@ -411,18 +411,29 @@ async function memoryRun(db: import('ioredis').Redis, s: ReturnType<typeof schem
   writeKeysFile(keysFile, keys);
   keys.length = 0;
   const out = [
-    'RSS of the sidecar process (VmRSS from /proc; peak is VmHWM), after the load shown, default settings except the cache bound where noted.',
+    'RSS of the sidecar process (VmRSS from /proc) right after the load shown and after a full GC (what is retained), and its peak (VmHWM); ' +
+      'default settings except the cache bound where noted.',
     '',
-    '| state | RSS MiB | peak MiB | Redis commands per decision | sampled answers |',
-    '|---|---:|---:|---|---|',
+    '| state | RSS MiB | RSS after GC MiB | JS heap + external after GC MiB | peak RSS MiB | Redis commands per decision | sampled answers |',
+    '|---|---:|---:|---:|---:|---|---|',
   ];
   const mib = (k: number) => (k / 1024).toFixed(0);
+  const measure = async (t: Target) => {
+    const before = t.memory();
+    const usage = await t.gc();
+    const after = t.memory();
+    const heap = usage ? ((usage.heapUsed + usage.external) / 2 ** 20).toFixed(0) : '?';
+    return `${mib(before.rssKiB)} | ${mib(after.rssKiB)} | ${heap} | ${mib(after.hwmKiB)}`;
+  };
+  const expectOnly = (r: LoadResult, verdict: string, what: string) => {
+    const other = Object.keys(r.sampled).filter((k) => k !== verdict);
+    if (r.errors || other.length) throw new Error(`memory run "${what}": expected only ${verdict}, got ${JSON.stringify(r.sampled)} errors=${r.errors}`);
+  };
   const spec = { connections: P.connections, streams: P.streams, templateFile: tplFile, headers: ENVOY_HEADERS, sampleEvery: 4999 };
   // cached keys: a cache bound above the largest set, so every key stays cached
-  const t = await startTarget('keygate', 'keygate', { ...env, KEYGATE_CACHE_MAX_ENTRIES: String(large + 100_000) });
+  const t = await startTarget('keygate', 'keygate', { ...env, KEYGATE_CACHE_MAX_ENTRIES: String(large + 100_000) }, ['--expose-gc']);
   try {
-    const m0 = t.memory();
-    out.push(`| idle, after start | ${mib(m0.rssKiB)} | ${mib(m0.hwmKiB)} | – | – |`);
+    out.push(`| idle, after start | ${await measure(t)} | – | – |`);
     let from = 0;
     for (const n of [small, large]) {
       log(`memory: ${n} distinct keys`);
@@ -430,25 +441,24 @@ async function memoryRun(db: import('ioredis').Redis, s: ReturnType<typeof schem
       const r = await loadgen({ ...spec, port: t.port, requests: n - from, keysFile, keysFrom: from });
       const after = await commandCalls(db);
       from = n;
-      const m = t.memory();
+      expectOnly(r, 'allow', `${n} keys`);
       const rt = roundTripsPerDecision(before, after, r.requests);
-      out.push(`| ${n.toLocaleString('en')} distinct valid keys sent (KEYGATE_CACHE_MAX_ENTRIES=${large + 100_000}) | ${mib(m.rssKiB)} | ${mib(m.hwmKiB)} | ${fmtRt(rt)} | ${fmtCounts(r.sampled)} |`);
+      out.push(`| ${n.toLocaleString('en')} distinct valid keys sent (KEYGATE_CACHE_MAX_ENTRIES=${large + 100_000}) | ${await measure(t)} | ${fmtRt(rt)} | ${fmtCounts(r.sampled)} |`);
     }
   } finally {
     await t.stop();
   }
   // flood of unknown keys against default settings
-  const f = await startTarget('keygate', 'keygate', env);
+  const f = await startTarget('keygate', 'keygate', env, ['--expose-gc']);
   try {
-    const m0 = f.memory();
-    out.push(`| idle, fresh sidecar, default settings | ${mib(m0.rssKiB)} | ${mib(m0.hwmKiB)} | – | – |`);
+    out.push(`| idle, fresh sidecar, default settings | ${await measure(f)} | – | – |`);
     for (const n of [P.flood / 2, P.flood / 2]) {
       log(`memory: flood of ${n} random unknown keys`);
       const before = await commandCalls(db);
       const r = await loadgen({ ...spec, port: f.port, requests: n, randomKeysPrefix: PREFIX });
       const after = await commandCalls(db);
-      const m = f.memory();
-      out.push(`| + ${n.toLocaleString('en')} random unknown well-formed keys | ${mib(m.rssKiB)} | ${mib(m.hwmKiB)} | ${fmtRt(roundTripsPerDecision(before, after, r.requests))} | ${fmtCounts(r.sampled)} |`);
+      expectOnly(r, 'deny:INVALID_API_KEY', 'flood');
+      out.push(`| + ${n.toLocaleString('en')} random unknown well-formed keys | ${await measure(f)} | ${fmtRt(roundTripsPerDecision(before, after, r.requests))} | ${fmtCounts(r.sampled)} |`);
     }
   } finally {
     await f.stop();

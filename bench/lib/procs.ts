@@ -13,6 +13,8 @@ export interface Target {
   readonly pid: number;
   /** Resident set size now and at its peak, KiB (Linux /proc). */
   memory(): { rssKiB: number; hwmKiB: number };
+  /** A full garbage collection in the target (started with --expose-gc), so RSS shows what is retained. */
+  gc(): Promise<NodeJS.MemoryUsage | undefined>;
   stop(): Promise<void>;
 }
 
@@ -40,6 +42,19 @@ export async function startTarget(name: string, kind: string, env: Record<string
       const status = readFileSync(`/proc/${pid}/status`, 'utf8');
       const kib = (f: string) => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
       return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
+    },
+    gc() {
+      return new Promise<NodeJS.MemoryUsage | undefined>((resolve) => {
+        const t = setTimeout(() => resolve(undefined), 10_000);
+        const on = (m: { gcDone?: boolean; usage?: NodeJS.MemoryUsage }) => {
+          if (!m?.gcDone) return;
+          clearTimeout(t);
+          child.off('message', on);
+          resolve(m.usage);
+        };
+        child.on('message', on);
+        child.send({ gc: true });
+      });
     },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;

@@ -29,7 +29,7 @@ export async function seedKeys(redis: Redis, s: Schema, spec: SeedSpec): Promise
         KeyField.version,
         SCHEMA_VERSION,
         KeyField.id,
-        `key_${spec.tag}${String(i).padStart(12, '0')}`,
+        `key_${spec.tag}${String(i).padStart(16, '0')}`,
         KeyField.account,
         `acct-bench-${i % spec.accounts}`,
         KeyField.status,

@@ -93,4 +93,11 @@ const stop = () => {
 };
 process.on('SIGTERM', stop);
 process.on('disconnect', stop);
+// `{ gc: true }` from the runner (memory phase, with --expose-gc): a full collection, then an ack
+process.on('message', (m: { gc?: boolean }) => {
+  if (m?.gc) {
+    (globalThis as { gc?: () => void }).gc?.();
+    process.send?.({ gcDone: true, usage: process.memoryUsage() });
+  }
+});
 process.send?.({ port: t.port, pid: process.pid });
