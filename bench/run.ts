@@ -199,8 +199,14 @@ async function main(): Promise<void> {
     // ---- throughput, interleaved: every round drives every (case, target) once, in turn
     const results = new Map<string, H2loadResult[]>();
     const rec = (k: string, r: H2loadResult) => results.set(k, [...(results.get(k) ?? []), r]);
-    const drive = async (t: Target, f: string, c: number, m: number) =>
-      runH2load({ port: t.port, bodyFile: f, connections: c, streams: m, durationSec: P.duration, warmupSec: P.warmup, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
+    /** CPU µs the target spent per request in each run (robust to other load on the machine). */
+    const cpu = new Map<H2loadResult, number>();
+    const drive = async (t: Target, f: string, c: number, m: number) => {
+      const c0 = t.cpuMs();
+      const r = await runH2load({ port: t.port, bodyFile: f, connections: c, streams: m, durationSec: P.duration, warmupSec: P.warmup, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
+      cpu.set(r, ((t.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests));
+      return r;
+    };
     const check = (name: string, r: H2loadResult) => {
       if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed of ${r.done}`);
     };
@@ -232,38 +238,45 @@ async function main(): Promise<void> {
     }
     const sum = (k: string) => {
       const rs = results.get(k) ?? [];
-      return { rps: median(rs.map((r) => r.rps)), p50: median(rs.map((r) => r.p50us)), p99: median(rs.map((r) => r.p99us)) };
+      return {
+        rps: median(rs.map((r) => r.rps)),
+        p50: median(rs.map((r) => r.p50us)),
+        p99: median(rs.map((r) => r.p99us)),
+        cpu: median(rs.map((r) => cpu.get(r) ?? NaN)),
+      };
     };
 
     const cm = `${P.connections} connections x ${P.streams} streams`;
     const table: string[] = [
       `Throughput: h2load, ${cm}, ${P.duration}s per run after ${P.warmup}s warm-up, median of ${P.rounds} interleaved round(s). ` +
-        `"x floor" = requests/s over the grpc-js no-op floor driven with a body of the same size in the same round(s).`,
+        `"x floor" = requests/s over the grpc-js no-op floor driven with a body of the same size in the same round(s). ` +
+        `"CPU µs/req" = CPU time of the target process per request (/proc, user + system), and "x floor (CPU)" = the floor's ` +
+        `CPU per request over the target's: the capacity ratio on one core, much less sensitive to other load on the machine.`,
       '',
-      '| case | target | req/s | p50 ms | p99 ms | x floor |',
-      '|---|---|---:|---:|---:|---:|',
+      '| case | target | req/s | p50 ms | p99 ms | x floor | CPU µs/req | x floor (CPU) |',
+      '|---|---|---:|---:|---:|---:|---:|---:|',
     ];
     for (const size of Object.keys(floorFiles)) {
       for (const ref of refs) {
         const v = sum(`${ref.name}|${size}`);
         if (Number.isNaN(v.rps)) continue;
         const f = sum(`${floor.name}|${size}`);
-        table.push(`| ${size} body | ${ref.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f.rps).toFixed(2)} |`);
+        table.push(`| ${size} body | ${ref.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f.rps).toFixed(2)} | ${v.cpu.toFixed(0)} | ${(f.cpu / v.cpu).toFixed(2)} |`);
       }
       for (const c of cases.filter((x) => x.size === size)) {
         for (const t of sidecars) {
           if (isLite(t) && c.size !== 'headers only') continue;
           const v = sum(`${t.name}|${c.id}`);
           const f = sum(`${floor.name}|${size}`);
-          table.push(`| ${c.label} | ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | **${(v.rps / f.rps).toFixed(2)}** |`);
+          table.push(`| ${c.label} | ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | **${(v.rps / f.rps).toFixed(2)}** | ${v.cpu.toFixed(0)} | **${(f.cpu / v.cpu).toFixed(2)}** |`);
         }
       }
     }
-    table.push('', `One connection, one stream (case 1, per-request cost without concurrency):`, '', '| target | req/s | p50 ms | p99 ms | x floor |', '|---|---:|---:|---:|---:|');
+    table.push('', `One connection, one stream (case 1, per-request cost without concurrency):`, '', '| target | req/s | p50 ms | p99 ms | x floor | CPU µs/req | x floor (CPU) |', '|---|---:|---:|---:|---:|---:|---:|');
     const f11 = sum(`1x1|${floor.name}|valid`);
     for (const t of [...refs, ...sidecars]) {
       const v = sum(`1x1|${t.name}|valid`);
-      table.push(`| ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f11.rps).toFixed(2)} |`);
+      table.push(`| ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f11.rps).toFixed(2)} | ${v.cpu.toFixed(0)} | ${(f11.cpu / v.cpu).toFixed(2)} |`);
     }
 
     // ---- 5. latency at half the floor's peak

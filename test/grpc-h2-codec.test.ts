@@ -112,6 +112,31 @@ describe('CheckRequest decoding', () => {
   });
 });
 
+describe('lazy header lookup (the hot path of the transport)', () => {
+  it('answers every name as the decoded map does, absent names and repeated keys included', () => {
+    const name = fc.constantFrom('authorization', 'x-api-key', 'x-goog-api-key', 'x-request-id', 'content-type', 'ä', '');
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.oneof(name, fc.string({ maxLength: 12 })), fc.string({ maxLength: 30, unit: 'binary' })), { maxLength: 25 }),
+        fc.boolean(),
+        (entries, withHeaderMap) => {
+          // a map with repeated keys on the wire: encode entry by entry and concatenate
+          const parts = entries.map(([k, v]) => encodeUpstream({ attributes: { request: { http: { headers: { [k]: v } } } } }));
+          if (withHeaderMap) parts.push(encodeUpstream({ attributes: { request: { http: { header_map: { headers: [{ key: 'x-api-key', raw_value: Buffer.from('hm') }] } } } } }));
+          const bytes = Buffer.concat(parts);
+          const eager = checkInputFromEnvoy(decodeCheckRequest(bytes));
+          const lazy = checkInputFromEnvoy(decodeCheckRequest(bytes, { lazyHeaders: true }));
+          for (const n of ['authorization', 'x-api-key', 'x-goog-api-key', 'x-request-id', 'content-type', 'ä', '', 'absent', ...entries.map(([k]) => k)]) {
+            expect(lazy.header(n)).toEqual(eager.header(n));
+          }
+          expect(lazy.requestId).toEqual(eager.requestId);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
 describe('CheckResponse encoding', () => {
   const opts = { accountHeader: 'x-keygate-account-id', keyIdHeader: 'x-keygate-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
   const outcomes = [

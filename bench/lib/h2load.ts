@@ -31,6 +31,8 @@ export interface H2loadResult {
   p99us: number;
   p999us: number;
   maxus: number;
+  /** Requests answered in the whole run, warm-up included (for CPU per request). */
+  allRequests: number;
 }
 
 /** Finds h2load, installing Debian's nghttp2-client when possible; otherwise a clear error. */
@@ -123,5 +125,6 @@ export async function runH2load(spec: H2loadSpec): Promise<H2loadResult> {
     p99us: percentile(lat, 99),
     p999us: percentile(lat, 99.9),
     maxus: lat.length ? lat[lat.length - 1]! : NaN,
+    allRequests: rows.length,
   };
 }

@@ -6,6 +6,8 @@ import type { LoadResult, LoadSpec } from './loadgen.ts';
 
 const TARGET = fileURLToPath(new URL('./target.ts', import.meta.url));
 const LOADGEN = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
+/** Linux clock ticks per second (USER_HZ), 100 on every mainstream kernel. */
+const CLK_TCK = 100;
 
 export interface Target {
   readonly name: string;
@@ -13,6 +15,8 @@ export interface Target {
   readonly pid: number;
   /** Resident set size now and at its peak, KiB (Linux /proc). */
   memory(): { rssKiB: number; hwmKiB: number };
+  /** CPU time the process has used (user + system), ms (Linux /proc; 10 ms resolution). */
+  cpuMs(): number;
   /** A full garbage collection in the target (started with --expose-gc), so RSS shows what is retained. */
   gc(): Promise<NodeJS.MemoryUsage | undefined>;
   stop(): Promise<void>;
@@ -42,6 +46,12 @@ export async function startTarget(name: string, kind: string, env: Record<string
       const status = readFileSync(`/proc/${pid}/status`, 'utf8');
       const kib = (f: string) => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
       return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
+    },
+    cpuMs() {
+      // fields after the command name (which is in parentheses and may hold spaces): utime is 14th, stime 15th
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
     },
     gc() {
       return new Promise<NodeJS.MemoryUsage | undefined>((resolve) => {

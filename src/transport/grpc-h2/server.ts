@@ -15,7 +15,7 @@
 import * as http2 from 'node:http2';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import type { Logger } from 'pino';
-import type { Authorizer } from '../../authorizer.ts';
+import type { Authorizer, CheckOutcome } from '../../authorizer.ts';
 import { checkInputFromEnvoy, checkResponse } from '../grpc/envoy-check.ts';
 import { HEALTH_SERVICES, type GrpcServerOptions } from '../grpc/server.ts';
 import {
@@ -42,6 +42,9 @@ const Status = {
   INTERNAL: 13,
   UNAVAILABLE: 14,
 } as const;
+
+/** Encoded allow responses kept (see #responseFrame). */
+const ALLOW_FRAMES_MAX = 10_000;
 
 const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
@@ -98,6 +101,7 @@ export class H2GrpcTransport {
   readonly #health = new Map<string, number>(HEALTH_SERVICES.map((s) => [s, HealthStatus.NOT_SERVING]));
   readonly #watchers = new Set<{ service: string; stream: Stream; last: number }>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  readonly #allowFrames = new Map<string, Buffer>();
   #inFlight = 0;
   #port = 0;
 
@@ -263,7 +267,7 @@ export class H2GrpcTransport {
     const { stream } = call;
     let input;
     try {
-      input = checkInputFromEnvoy(decodeCheckRequest(call.message));
+      input = checkInputFromEnvoy(decodeCheckRequest(call.message, { lazyHeaders: true }));
     } catch (err) {
       this.#log.warn({ err: { message: (err as Error).message } }, 'unreadable CheckRequest');
       trailersOnly(stream, Status.INTERNAL, err instanceof WireError ? 'Error deserializing request' : 'unreadable CheckRequest');
@@ -285,7 +289,7 @@ export class H2GrpcTransport {
         if (timer) clearTimeout(timer);
         if (done) return;
         done = true;
-        sendUnary(stream, frameMessage(checkResponseFields(checkResponse(outcome, this.#opts))));
+        sendUnary(stream, this.#responseFrame(outcome));
       },
       (err: unknown) => {
         this.#inFlight--;
@@ -296,6 +300,23 @@ export class H2GrpcTransport {
         trailersOnly(stream, Status.INTERNAL, 'internal error');
       },
     );
+  }
+
+  /**
+   * The framed CheckResponse. An allow depends only on (account, key id, model) and the fixed
+   * options, so its bytes are kept (bounded; dropped whole when full); a deny carries the request id.
+   */
+  #responseFrame(outcome: CheckOutcome): Buffer {
+    const d = outcome.decision;
+    if (!d.allow) return frameMessage(checkResponseFields(checkResponse(outcome, this.#opts)));
+    const k = `${d.accountId}\n${d.keyId}\n${d.model ?? ''}\n${d.model === null ? 0 : 1}`;
+    let frame = this.#allowFrames.get(k);
+    if (frame === undefined) {
+      frame = frameMessage(checkResponseFields(checkResponse(outcome, this.#opts)));
+      if (this.#allowFrames.size >= ALLOW_FRAMES_MAX) this.#allowFrames.clear();
+      this.#allowFrames.set(k, frame);
+    }
+    return frame;
   }
 
   #healthCheck(call: Call): void {

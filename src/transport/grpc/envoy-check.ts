@@ -17,6 +17,11 @@ interface HttpRequestMsg {
   size?: string | number;
   body?: string;
   raw_body?: Buffer;
+  /**
+   * Not a proto field: a transport's own lookup over the `headers` map (the lean transport reads the
+   * encoded map on demand instead of decoding every header). Same semantics as the map.
+   */
+  lookup?: (name: string) => HeaderValue;
 }
 
 export interface CheckRequestMsg {
@@ -49,7 +54,7 @@ function headerLookup(http: HttpRequestMsg): (name: string) => HeaderValue {
 
 export function checkInputFromEnvoy(req: CheckRequestMsg): CheckInput {
   const http = req.attributes?.request?.http ?? {};
-  const header = headerLookup(http);
+  const header = http.lookup ?? headerLookup(http);
   const rawBody = http.raw_body && http.raw_body.length > 0 ? http.raw_body : undefined;
   const body = rawBody ?? (http.body !== undefined && http.body !== '' ? http.body : undefined);
   const partial = header('x-envoy-auth-partial-body');
