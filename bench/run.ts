@@ -45,6 +45,7 @@ const { values: opt } = parseArgs({
     streams: { type: 'string', default: '16' },
     'skip-memory': { type: 'boolean', default: false },
     'skip-extra': { type: 'boolean', default: false },
+    'latency-only': { type: 'boolean', default: false },
     transports: { type: 'string' },
     out: { type: 'string' },
   },
@@ -210,7 +211,13 @@ async function main(): Promise<void> {
     const check = (name: string, r: H2loadResult) => {
       if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed of ${r.done}`);
     };
-    for (let round = 0; round < P.rounds; round++) {
+    const latencyOnly = opt['latency-only']!;
+    for (let round = 0; round < P.rounds && latencyOnly; round++) {
+      const r = await drive(floor, cases[0]!.file, P.connections, P.streams);
+      check(floor.name, r);
+      rec(`${floor.name}|headers only`, r);
+    }
+    for (let round = 0; round < P.rounds && !latencyOnly; round++) {
       log(`round ${round + 1}/${P.rounds} (load ${loadAverage()})`);
       // one stream on one connection: the per-request cost without concurrency
       for (const t of [...refs, ...sidecars]) {
@@ -284,35 +291,42 @@ async function main(): Promise<void> {
     const offered = Math.round(floorPeak / 2);
     log(`latency at ${offered} req/s (half the floor's ${floorPeak.toFixed(0)})`);
     const latency: string[] = [
-      `Latency at a fixed offered load of ${offered} req/s (half the floor's peak of ${floorPeak.toFixed(0)} req/s), case 1, h2load --rps, ${cm}, ${P.duration * 2}s:`,
+      `Latency at a fixed offered load of ${offered} req/s (half the floor's peak of ${floorPeak.toFixed(0)} req/s), case 1, h2load --rps, ${P.duration * 2}s per run. ` +
+        `h2load paces each connection by sending its share in bursts on a timer, so with 16 streams per connection a burst queues behind itself; ` +
+        `with one stream per connection the requests go one at a time per connection (closer to a decision's own latency):`,
       '',
-      '| target | achieved req/s | p50 ms | p99 ms | p99.9 ms | max ms |',
-      '|---|---:|---:|---:|---:|---:|',
+      '| connections x streams | target | achieved req/s | p50 ms | p99 ms | p99.9 ms | max ms |',
+      '|---|---|---:|---:|---:|---:|---:|',
     ];
-    for (const t of [floor, ...sidecars]) {
-      const r = await runH2load({
-        port: t.port, bodyFile: cases[0]!.file, connections: P.connections, streams: P.streams, durationSec: P.duration * 2,
-        warmupSec: P.warmup, rps: offered, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS,
-      });
-      check(`${t.name} paced`, r);
-      latency.push(`| ${t.name} | ${r.rps.toFixed(0)} | ${ms(r.p50us)} | ${ms(r.p99us)} | ${ms(r.p999us)} | ${ms(r.maxus)} |`);
+    for (const [c, m] of [[P.connections, P.streams], [P.connections, 1]] as const) {
+      for (const t of [floor, ...sidecars]) {
+        const r = await runH2load({
+          port: t.port, bodyFile: cases[0]!.file, connections: c, streams: m, durationSec: P.duration * 2,
+          warmupSec: P.warmup, rps: offered, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS,
+        });
+        check(`${t.name} paced`, r);
+        latency.push(`| ${c} x ${m} | ${t.name} | ${r.rps.toFixed(0)} | ${ms(r.p50us)} | ${ms(r.p99us)} | ${ms(r.p999us)} | ${ms(r.maxus)} |`);
+      }
     }
+    if (latencyOnly) table.splice(0, table.length, `_Not run (--latency-only): only the floor's peak was measured, ${P.rounds} run(s), for the offered load below._`);
 
     // ---- 4. cold keys
-    log(`cold keys: seeding ${P.coldKeys}`);
-    const coldKeys = await seedKeys(db, s, { prefix: PREFIX, count: P.coldKeys, accounts: P.accounts, tag: 'cold' });
-    const keysFile = join(tmp, 'cold-keys.txt');
-    writeKeysFile(keysFile, coldKeys);
     const tpl = keyTemplate(PREFIX);
     const tplFile = join(tmp, 'template.bin');
     writeFileSync(tplFile, tpl.frame);
     writeFileSync(tplFile + '.json', JSON.stringify({ offset: tpl.offset, keyLength: tpl.keyLength }));
-    const cold: string[] = [
+    const cold: string[] = [];
+    if (!latencyOnly) {
+    log(`cold keys: seeding ${P.coldKeys}`);
+    const coldKeys = await seedKeys(db, s, { prefix: PREFIX, count: P.coldKeys, accounts: P.accounts, tag: 'cold' });
+    const keysFile = join(tmp, 'cold-keys.txt');
+    writeKeysFile(keysFile, coldKeys);
+    cold.push(
       `Cold keys: ${P.coldKeys} seeded keys over ${P.accounts} accounts, each sent once (a fresh sidecar per run, so none is cached), node:http2 load generator, ${cm}:`,
       '',
       '| target | req/s | p50 ms | p99 ms | x floor | Redis commands per decision | sampled answers |',
       '|---|---:|---:|---:|---:|---|---|',
-    ];
+    );
     const coldSpec = { connections: P.connections, streams: P.streams, requests: P.coldKeys, templateFile: tplFile, keysFile, headers: ENVOY_HEADERS };
     const coldFloor = await loadgen({ ...coldSpec, port: floor.port });
     cold.push(`| ${floor.name} | ${coldFloor.rps.toFixed(0)} | ${ms(coldFloor.p50us)} | ${ms(coldFloor.p99us)} | 1.00 | – | ${fmtCounts(coldFloor.sampled)} |`);
@@ -332,14 +346,15 @@ async function main(): Promise<void> {
         await t.stop();
       }
     }
+    }
 
     // ---- memory
     const memory: string[] = [];
-    if (!opt['skip-memory']) memory.push(...(await memoryRun(db, s, env, tplFile, tmp)));
+    if (!opt['skip-memory'] && !latencyOnly) memory.push(...(await memoryRun(db, s, env, tplFile, tmp)));
 
     // ---- other benches
     const extra: string[] = [];
-    if (!opt['skip-extra']) {
+    if (!opt['skip-extra'] && !latencyOnly) {
       const args = quick ? ['--quick'] : [];
       log('propagation bench');
       extra.push('### Revocation propagation (bench/propagation.ts)', '', await runExtra('propagation.ts', args), '');
@@ -367,10 +382,7 @@ async function main(): Promise<void> {
       '',
       ...latency,
       '',
-      '## Cold keys (case 4)',
-      '',
-      ...cold,
-      '',
+      ...(cold.length ? ['## Cold keys (case 4)', '', ...cold, ''] : []),
       ...(memory.length ? ['## Resident memory', '', ...memory, ''] : []),
       ...(extra.length ? ['## Other benches', '', ...extra] : []),
       '## What was verified',
