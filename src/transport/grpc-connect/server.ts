@@ -16,6 +16,7 @@ import { HEALTH_SERVICES, type GrpcServerOptions } from '../grpc/server.ts';
 import type { CheckResponseObject } from '../grpc-h2/codec.ts';
 import { Authorization, CheckResponseSchema, type CheckRequest, type CheckResponse } from './gen/envoy/service/auth/v3/external_auth_pb.js';
 import { Health, HealthCheckResponse_ServingStatus as Serving, HealthCheckResponseSchema } from './gen/health/v1/health_pb.js';
+import { listenOn } from '../../lifecycle.ts';
 
 type HeaderOpts = NonNullable<CheckResponseObject['ok_response']>['headers'];
 
@@ -175,15 +176,7 @@ export class ConnectGrpcTransport {
   }
 
   async listen(): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(this.#opts.port, this.#opts.host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    const addr = this.server.address();
-    this.#port = typeof addr === 'object' && addr ? addr.port : 0;
+    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
     return this.#port;
   }
 

@@ -27,6 +27,7 @@ import {
   HealthStatus,
   WireError,
 } from './codec.ts';
+import { listenOn } from '../../lifecycle.ts';
 
 const CHECK = '/envoy.service.auth.v3.Authorization/Check';
 const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
@@ -131,15 +132,7 @@ export class H2GrpcTransport {
   }
 
   async listen(): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(this.#opts.port, this.#opts.host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    const addr = this.server.address();
-    this.#port = typeof addr === 'object' && addr ? addr.port : 0;
+    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
     return this.#port;
   }
 
