@@ -30,7 +30,6 @@ export class AdminServer {
   readonly #opts: AdminOptions;
   readonly #log: Logger;
   readonly #sockets = new Set<Socket>();
-  #port = 0;
 
   constructor(opts: AdminOptions, log: Logger) {
     this.#opts = opts;
@@ -49,13 +48,8 @@ export class AdminServer {
     });
   }
 
-  get port(): number {
-    return this.#port;
-  }
-
   async listen(): Promise<number> {
-    this.#port = await listenOn(this.#server, this.#opts.port, this.#opts.host);
-    return this.#port;
+    return listenOn(this.#server, this.#opts.port, this.#opts.host);
   }
 
   /** Stops listening, lets open requests finish, and cuts whatever remains after `timeoutMs`. */

@@ -87,7 +87,6 @@ export class ConnectGrpcTransport {
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   readonly #closing = new AbortController();
   #inFlight = 0;
-  #port = 0;
 
   constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger) {
     this.#opts = opts;
@@ -171,13 +170,8 @@ export class ConnectGrpcTransport {
     return this.#inFlight;
   }
 
-  get port(): number {
-    return this.#port;
-  }
-
   async listen(): Promise<number> {
-    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
-    return this.#port;
+    return listenOn(this.server, this.#opts.port, this.#opts.host);
   }
 
   setServing(serving: boolean): void {

@@ -104,7 +104,6 @@ export class H2GrpcTransport {
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   readonly #allowFrames = new Map<string, Buffer>();
   #inFlight = 0;
-  #port = 0;
 
   constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger) {
     this.#authorizer = authorizer;
@@ -127,13 +126,8 @@ export class H2GrpcTransport {
     return this.#inFlight;
   }
 
-  get port(): number {
-    return this.#port;
-  }
-
   async listen(): Promise<number> {
-    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
-    return this.#port;
+    return listenOn(this.server, this.#opts.port, this.#opts.host);
   }
 
   setServing(serving: boolean): void {

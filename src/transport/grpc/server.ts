@@ -23,7 +23,6 @@ export class GrpcTransport {
   readonly health = new HealthImplementation({ '': 'NOT_SERVING', 'envoy.service.auth.v3.Authorization': 'NOT_SERVING' });
   readonly #opts: GrpcServerOptions;
   #inFlight = 0;
-  #port = 0;
 
   constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger) {
     this.#opts = opts;
@@ -66,16 +65,11 @@ export class GrpcTransport {
     return this.#inFlight;
   }
 
-  get port(): number {
-    return this.#port;
-  }
-
   async listen(): Promise<number> {
     const addr = this.#opts.host.includes(':') ? `[${this.#opts.host}]:${this.#opts.port}` : `${this.#opts.host}:${this.#opts.port}`;
-    this.#port = await new Promise<number>((resolve, reject) =>
+    return new Promise<number>((resolve, reject) =>
       this.server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
     );
-    return this.#port;
   }
 
   setServing(serving: boolean): void {

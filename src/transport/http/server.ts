@@ -36,7 +36,6 @@ export class HttpTransport {
   readonly #opts: HttpServerOptions;
   readonly #log: Logger;
   #inFlight = 0;
-  #port = 0;
 
   constructor(authorizer: Authorizer, opts: HttpServerOptions, log: Logger) {
     this.#authorizer = authorizer;
@@ -66,13 +65,8 @@ export class HttpTransport {
     return this.#inFlight;
   }
 
-  get port(): number {
-    return this.#port;
-  }
-
   async listen(): Promise<number> {
-    this.#port = await listenOn(this.server, this.#opts.port, this.#opts.host);
-    return this.#port;
+    return listenOn(this.server, this.#opts.port, this.#opts.host);
   }
 
   /** Stop accepting, let in-flight checks finish, then drop every connection (at `timeoutMs` at the latest). */
