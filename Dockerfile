@@ -1,8 +1,10 @@
-# keygate sidecar image: Node 24 slim, production dependencies only, runs as a non-root user.
+# keygate image (sidecar, and the console with its web page): Node 24 slim, production dependencies
+# only at run time, runs as a non-root user.
 #   docker build -t keygate .
 #   docker run --rm -e REDIS_URL=redis://redis:6379 -p 9001:9001 -p 9003:9003 \
 #     -e KEYGATE_LISTEN_HOST=0.0.0.0 keygate
-# TypeScript runs natively on Node 24 (type stripping): there is no build step, only src/.
+# TypeScript runs natively on Node 24 (type stripping): src/ needs no build step; the web page is
+# the one built artefact (its own stage below).
 
 ARG NODE_IMAGE=node:24-slim
 
@@ -11,6 +13,15 @@ FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+# --- the web console page (served by `keygate console`): built with the development toolchain;
+#     only its static files (dist/web) reach the runtime ---------------------------------------
+FROM ${NODE_IMAGE} AS web
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY web ./web
+RUN npm run build:web
 
 # --- runtime ------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
@@ -21,6 +32,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY bin ./bin
 COPY src ./src
+COPY --from=web /app/dist/web ./dist/web
 # The image's unprivileged `node` user, by number so that runAsNonRoot can verify it.
 USER 1000:1000
 # 9001 gRPC ext_authz, 9002 HTTP external auth, 9003 admin (/healthz, /readyz, /metrics).

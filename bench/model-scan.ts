@@ -4,8 +4,8 @@
  * shapes: one long string (a chat message or base64 image data) and many small structured
  * messages (escapes, numbers, nesting). Prints a markdown table (median of repeated runs).
  *
- *   node bench/model-scan.ts            about 20 s
- *   node bench/model-scan.ts --quick    a few seconds, indicative only
+ *   scripts/node bench/model-scan.ts            about 20 s
+ *   scripts/node bench/model-scan.ts --quick    a few seconds, indicative only
  */
 import { parseArgs } from 'node:util';
 import { scanJsonModel } from '../src/core/model/json-scan.ts';

@@ -1,7 +1,7 @@
 /**
- * Revocation propagation (SPEC §7: seen by every sidecar within 10 ms p99 of the console's write).
+ * Revocation propagation.
  *
- *   node bench/propagation.ts [--quick] [--trials N]
+ *   scripts/node bench/propagation.ts [--quick] [--trials N]
  *
  * Starts its own redis-server and two sidecars (each in its own process, cache on), and for each
  * trial: seeds a key, warms it into both caches, fires Checks continuously at both sidecars
@@ -11,10 +11,11 @@
  */
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
-import { KeyField, schema } from '../src/schema/redis-schema.ts';
-import { EnvoyClient } from '../test/helpers/envoy-client.ts';
-import { destroyRedis, startRedis } from '../test/helpers/redis-server.ts';
-import { seedKey, setAccountStatus } from '../test/helpers/seed.ts';
+import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
+import { AccountField, KeyField, schema } from '../src/schema/redis-schema.ts';
+import { CheckClient } from './lib/check-client.ts';
+import { startRedis } from './lib/redis.ts';
+import { seedOne } from './lib/seed.ts';
 import { percentile } from './lib/loadgen.ts';
 import { startTarget, type Target } from './lib/procs.ts';
 
@@ -50,9 +51,11 @@ interface Trial {
   rtt: number[];
 }
 
-async function trial(db: Redis, clients: EnvoyClient[], kind: Trial['kind']): Promise<Trial> {
-  const k = await seedKey(db, s);
-  const req = { path: '/v1/chat/completions', headers: { 'x-api-key': k.key } };
+let seeded = 0;
+
+async function trial(db: Redis, clients: CheckClient[], kind: Trial['kind']): Promise<Trial> {
+  const k = await seedOne(db, s, DEFAULT_KEY_PREFIX, `prop${seeded++}`);
+  const req = { path: '/v1/chat/completions', key: k.key };
   for (const c of clients) for (let i = 0; i < 2; i++) if (!allowed(await c.check(req))) throw new Error('warm-up check was not allowed');
 
   let writeReplyAt = Infinity;
@@ -76,7 +79,7 @@ async function trial(db: Redis, clients: EnvoyClient[], kind: Trial['kind']): Pr
   );
   await new Promise((r) => setTimeout(r, 2 + Math.random() * 3));
   if (kind === 'revoke') await db.hset(s.keyRecord(k.digest), KeyField.status, 'revoked');
-  else await setAccountStatus(db, s, k.account, 'disabled');
+  else await db.hset(s.account(k.account), AccountField.status, 'disabled');
   writeReplyAt = nowMs();
   await Promise.all(loops);
   return { kind, ms: firstDeny.map((t) => Math.max(0, t - writeReplyAt)), violations, rtt };
@@ -92,11 +95,11 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   const db = redis.client();
   const targets: Target[] = [];
-  const clients: EnvoyClient[] = [];
+  const clients: CheckClient[] = [];
   try {
     const env = { REDIS_URL: redis.url, KEYGATE_LOG_LEVEL: 'warn', KEYGATE_REDIS_TIMEOUT_MS: '1000' };
     targets.push(await startTarget('sidecar-a', 'keygate', env), await startTarget('sidecar-b', 'keygate', env));
-    for (const t of targets) clients.push(new EnvoyClient(`127.0.0.1:${t.port}`));
+    for (const t of targets) clients.push(new CheckClient(`127.0.0.1:${t.port}`));
     await waitTracking(db, targets.length);
 
     const trials: Trial[] = [];
@@ -123,7 +126,7 @@ async function main(): Promise<void> {
   } finally {
     for (const c of clients) c.close();
     await Promise.all(targets.map((t) => t.stop()));
-    await destroyRedis(redis);
+    await redis.stop();
   }
 }
 

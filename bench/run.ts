@@ -1,19 +1,23 @@
 /**
  * `npm run bench` — keygate against the floor of its own gRPC stack, in one run on one machine.
  *
- * Starts its own redis-server, the sidecar (in a child process) and a no-op ext_authz server on
- * @grpc/grpc-js (the floor), seeds keys, builds gRPC-framed Envoy CheckRequest bodies, and drives
- * every target in turn with h2load (same connections and streams, interleaved over rounds). Cases:
+ * Starts its own redis-server, the sidecar (in a child process), the floor (a no-op ext_authz server
+ * on @grpc/grpc-js) and the limit (a bare node:http2 handler answering a fixed gRPC OK after reading
+ * the request), and OPA-Envoy on the same decision when OPA_ENVOY_BIN names its binary; seeds keys,
+ * builds gRPC-framed Envoy CheckRequest bodies, and drives every target with h2load at 4 x 16 and
+ * 1 x 1 streams: a JIT warm-up pass, then rounds, every run once per round (interleaved). Cases:
  *   1. valid key, cached                 2. malformed-checksum key; unknown well-formed key
  *   3. model-restricted key, 1 KiB / 64 KiB / 1 MiB bodies, `model` first and last
  *   4. cold keys (a different seeded key per request; Redis round trips per decision)
  *   5. latency at a fixed offered load of half the floor's peak (p50/p99/p99.9)
  * plus resident memory (100k and 1M keys cached; a flood of 1M random unknown keys), and the
- * propagation and model-scan benches when present. Writes a markdown report under bench/results/.
+ * propagation, model-scan and money (wallet, limits, usage counting, usage records/s) benches. Writes a markdown report under bench/results/.
  *
  *   npm run bench                  full run (about 15 minutes)
  *   npm run bench -- --quick       smoke run (about 1 minute, small numbers, indicative only)
- *   npm run bench -- --profile     CPU profile of the sidecar under case 1 (bench/tmp/prof)
+ *   npm run bench -- --profile     CPU profile of the sidecar under case 1 (bench/tmp/prof);
+ *                                  --profile-case <id> for another case, --connections/--streams
+ *   OPA_ENVOY_BIN=/path/to/opa npm run bench    adds OPA-Envoy (bench/opa/policy.rego)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -22,15 +26,16 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
-import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/keys/format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { destroyRedis, startRedis } from '../test/helpers/redis-server.ts';
+import { startRedis } from './lib/redis.ts';
 import { chatBody, decodeCheckResponse, encodeCheck, fastKeys, keyTemplate, malformedKey } from './lib/bodies.ts';
 import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
 import { runLoad, verdictOf, type LoadResult } from './lib/loadgen.ts';
 import { loadAverage, loadgen, startTarget, type Target } from './lib/procs.ts';
 import { commandCalls, roundTripsPerDecision, seedKeys, writeKeysFile } from './lib/seed.ts';
 import { summarizeProfile } from './lib/profile.ts';
+import { startOpaEnvoy } from './lib/opa.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
@@ -39,8 +44,13 @@ const { values: opt } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    /** With --profile: which case (id: valid, malformed, unknown, model-65536-first, …), default valid. */
+    'profile-case': { type: 'string', default: 'valid' },
     rounds: { type: 'string' },
     duration: { type: 'string' },
+    'jit-warmup': { type: 'string' },
+    /** A keygate tree from before the wallet work, for bench/money.ts's side-by-side baseline. */
+    'money-baseline': { type: 'string' },
     connections: { type: 'string', default: '4' },
     streams: { type: 'string', default: '16' },
     'skip-memory': { type: 'boolean', default: false },
@@ -56,6 +66,8 @@ const P = {
   rounds: Number(opt.rounds ?? (quick ? 1 : 3)),
   duration: Number(opt.duration ?? (quick ? 1 : 5)),
   warmup: quick ? 0.3 : 1,
+  /** Seconds of the JIT warm-up pass (every run once before the measured rounds; 0 skips it). */
+  jitWarmup: Number(opt['jit-warmup'] ?? (quick ? 0 : 1)),
   connections: Number(opt.connections),
   streams: Number(opt.streams),
   coldKeys: quick ? 4000 : 100_000,
@@ -73,23 +85,22 @@ export interface TargetDef {
   env?: Record<string, string>;
   /** The floor and references are driven only with the body sizes, not every case. */
   reference?: boolean;
-  /** Only the headers-only cases, the single-stream run and the paced run (a transport already ruled out). */
-  lite?: boolean;
 }
 
 /** Sidecar variants to compare (transport selectable by config); the floor and references always run. */
 function targetDefs(): TargetDef[] {
-  const transports = (opt.transports ?? 'grpc-js,h2,connect').split(',').map((s) => s.trim()).filter(Boolean);
+  const transports = (opt.transports ?? 'h2').split(',').map((s) => s.trim()).filter(Boolean);
   const sidecars: TargetDef[] = transports.length
-    ? transports.map((t) => ({ name: `keygate[${t}]`, kind: 'keygate', env: { KEYGATE_GRPC_TRANSPORT: t }, lite: t === 'connect' && !opt.transports }))
+    ? transports.map((t) => ({ name: `keygate[${t}]`, kind: 'keygate', env: { KEYGATE_GRPC_TRANSPORT: t }, }))
     : [{ name: 'keygate', kind: 'keygate' }];
   return [
     { name: 'floor: grpc-js no-op', kind: 'noop-grpcjs', reference: true },
-    { name: 'ref: node:http2 no-op', kind: 'noop-h2', reference: true },
-    { name: 'ref: connect-node no-op', kind: 'noop-connect', reference: true },
+    { name: 'limit: node:http2 fixed OK', kind: 'noop-h2', reference: true },
     ...sidecars,
   ];
 }
+
+type Shape = readonly [connections: number, streams: number];
 
 interface Case {
   id: string;
@@ -176,7 +187,6 @@ async function main(): Promise<void> {
     const floor = targets[0]!;
     const sidecars = targets.filter((_, i) => !defs[i]!.reference);
     const refs = targets.filter((_, i) => defs[i]!.reference);
-    const isLite = (t: Target) => defs[targets.indexOf(t)]!.lite === true;
 
     // ---- correctness of what is measured: one decoded answer per case and target
     const verify: string[] = ['| case | target | expected | got |', '|---|---|---|---|'];
@@ -192,19 +202,56 @@ async function main(): Promise<void> {
       if (got !== 'allow') throw new Error(`${t.name} answered ${got}, expected allow`);
     }
 
+    // ---- OPA-Envoy on the same decision, when a binary is given
+    const opaBin = process.env.OPA_ENVOY_BIN;
+    const opaCases = ['valid', 'malformed', 'unknown', 'model-1024-first', 'model-65536-first'];
+    let opa: Target | undefined;
+    if (opaBin) {
+      const rec = (key: string, tag: string, models: string[] | null) => ({ digest: keyDigest(key), id: `key_${tag}${'0'.padStart(16, '0')}`, account: 'acct-bench-0', models });
+      opa = await startOpaEnvoy(opaBin, [rec(valid!, 'valid', null), rec(restricted!, 'model', ['openai/gpt-4o-mini', 'anthropic/*'])], tmp, async (port) => {
+        const got = await verifySample({ port } as Target, cases[0]!.file);
+        return got === 'allow';
+      });
+      targets.push(opa);
+      for (const c of cases.filter((y) => opaCases.includes(y.id))) {
+        const got = await verifySample(opa, c.file);
+        const ok = c.expect === 'allow' ? got === 'allow' : got.startsWith('deny');
+        verify.push(`| ${c.label} | ${opa.name} | ${c.expect === 'allow' ? 'allow' : 'deny'} | ${got} |`);
+        if (!ok) throw new Error(`${opa.name} answered ${got} to "${c.label}", expected ${c.expect}`);
+      }
+    }
+
     if (opt.profile) {
-      await profileRun(env, cases[0]!.file, tmp);
+      const pc = cases.find((c) => c.id === opt['profile-case']);
+      if (!pc) throw new Error(`--profile-case: one of ${cases.map((c) => c.id).join(', ')}`);
+      await profileRun(env, pc.file, tmp);
       return;
     }
 
-    // ---- throughput, interleaved: every round drives every (case, target) once, in turn
+    // ---- throughput: a JIT warm-up pass, then rounds; every round drives every (shape, case, target)
+    // once, in turn, the order reversed every other round; medians over the rounds
+    const shapes: Shape[] = [[P.connections, P.streams], [1, 1]];
+    const cm = `${P.connections} connections x ${P.streams} streams`;
+    const sh = ([c, m]: Shape) => `${c}x${m}`;
+    const sizes = Object.keys(floorFiles);
+    interface Run { key: string; t: Target; file: string; shape: Shape }
+    const plan: Run[] = [];
+    for (const shape of shapes) {
+      for (const size of sizes) {
+        for (const ref of refs) plan.push({ key: `${sh(shape)}|${ref.name}|${size}`, t: ref, file: floorFiles[size]!, shape });
+        for (const c of cases.filter((x) => x.size === size)) {
+          for (const t of sidecars) plan.push({ key: `${sh(shape)}|${t.name}|${c.id}`, t, file: c.file, shape });
+          if (opa && opaCases.includes(c.id)) plan.push({ key: `${sh(shape)}|${opa.name}|${c.id}`, t: opa, file: c.file, shape });
+        }
+      }
+    }
     const results = new Map<string, H2loadResult[]>();
     const rec = (k: string, r: H2loadResult) => results.set(k, [...(results.get(k) ?? []), r]);
     /** CPU µs the target spent per request in each run (robust to other load on the machine). */
     const cpu = new Map<H2loadResult, number>();
-    const drive = async (t: Target, f: string, c: number, m: number) => {
+    const drive = async (t: Target, f: string, [c, m]: Shape, durationSec = P.duration) => {
       const c0 = t.cpuMs();
-      const r = await runH2load({ port: t.port, bodyFile: f, connections: c, streams: m, durationSec: P.duration, warmupSec: P.warmup, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
+      const r = await runH2load({ port: t.port, bodyFile: f, connections: c, streams: m, durationSec, warmupSec: P.warmup, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
       cpu.set(r, ((t.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests));
       return r;
     };
@@ -213,34 +260,22 @@ async function main(): Promise<void> {
     };
     const latencyOnly = opt['latency-only']!;
     for (let round = 0; round < P.rounds && latencyOnly; round++) {
-      const r = await drive(floor, cases[0]!.file, P.connections, P.streams);
-      check(floor.name, r);
-      rec(`${floor.name}|headers only`, r);
+      for (const shape of shapes) {
+        const r = await drive(floor, cases[0]!.file, shape);
+        check(floor.name, r);
+        rec(`${sh(shape)}|${floor.name}|headers only`, r);
+      }
+    }
+    if (!latencyOnly && P.jitWarmup > 0) {
+      log(`JIT warm-up: every run once, ${P.jitWarmup}s each, not counted`);
+      for (const run of plan) check(`warm-up ${run.key}`, await drive(run.t, run.file, run.shape, P.jitWarmup));
     }
     for (let round = 0; round < P.rounds && !latencyOnly; round++) {
       log(`round ${round + 1}/${P.rounds} (load ${loadAverage()})`);
-      // one stream on one connection: the per-request cost without concurrency
-      for (const t of [...refs, ...sidecars]) {
-        const r = await drive(t, cases[0]!.file, 1, 1);
-        check(t.name, r);
-        rec(`1x1|${t.name}|valid`, r);
-      }
-      for (const c of cases) {
-        if (cases.find((x) => x.size === c.size) === c) {
-          // the floor (and references) for this body size, right before the cases that use it
-          for (const ref of refs) {
-            if (ref !== floor && c.size !== 'headers only') continue;
-            const r = await drive(ref, floorFiles[c.size]!, P.connections, P.streams);
-            check(ref.name, r);
-            rec(`${ref.name}|${c.size}`, r);
-          }
-        }
-        for (const t of sidecars) {
-          if (isLite(t) && c.size !== 'headers only') continue;
-          const r = await drive(t, c.file, P.connections, P.streams);
-          check(`${t.name} ${c.id}`, r);
-          rec(`${t.name}|${c.id}`, r);
-        }
+      for (const run of round % 2 ? [...plan].reverse() : plan) {
+        const r = await drive(run.t, run.file, run.shape);
+        check(run.key, r);
+        rec(run.key, r);
       }
     }
     const sum = (k: string) => {
@@ -250,65 +285,114 @@ async function main(): Promise<void> {
         p50: median(rs.map((r) => r.p50us)),
         p99: median(rs.map((r) => r.p99us)),
         cpu: median(rs.map((r) => cpu.get(r) ?? NaN)),
+        n: rs.length,
       };
     };
+    const x = (a: number, b: number) => (Number.isFinite(a / b) ? (a / b).toFixed(2) : '–');
+    const limit = refs.find((r) => r !== floor)!;
+    /** A case's figures against the floor and the limit driven with a body of the same size in the same rounds. */
+    const vs = (shape: Shape, name: string, id: string, size: string) => {
+      const v = sum(`${sh(shape)}|${name}|${id}`);
+      const f = sum(`${sh(shape)}|${floor.name}|${size}`);
+      const l = sum(`${sh(shape)}|${limit.name}|${size}`);
+      return { v, f, l, rpsFloor: v.rps / f.rps, rpsLimit: v.rps / l.rps, cpuFloor: f.cpu / v.cpu, cpuLimit: l.cpu / v.cpu };
+    };
 
-    const cm = `${P.connections} connections x ${P.streams} streams`;
     const table: string[] = [
-      `Throughput: h2load, ${cm}, ${P.duration}s per run after ${P.warmup}s warm-up, median of ${P.rounds} interleaved round(s). ` +
-        `"x floor" = requests/s over the grpc-js no-op floor driven with a body of the same size in the same round(s). ` +
-        `"CPU µs/req" = CPU time of the target process per request (/proc, user + system), and "x floor (CPU)" = the floor's ` +
-        `CPU per request over the target's: the capacity ratio on one core, much less sensitive to other load on the machine.`,
-      '',
-      '| case | target | req/s | p50 ms | p99 ms | x floor | CPU µs/req | x floor (CPU) |',
-      '|---|---|---:|---:|---:|---:|---:|---:|',
+      `h2load, ${P.duration}s per run after ${P.warmup}s of warm-up inside the run, a JIT warm-up pass of every run (${P.jitWarmup}s each) before the measured rounds, ` +
+        `median of ${P.rounds} interleaved round(s) (every run once per round, in reverse order every other round). ` +
+        `"x floor" and "x limit": requests/s over those of the floor (grpc-js no-op) and of the limit (bare node:http2 fixed OK), each driven with a body of the same size in the same rounds. ` +
+        `"CPU µs/req": CPU time of the target process per request (/proc, user + system, all its threads), and "(CPU)" the floor's or limit's CPU per request over the target's: ` +
+        `the capacity ratio per core, much less sensitive to other load on the machine than requests/s.`,
     ];
-    for (const size of Object.keys(floorFiles)) {
-      for (const ref of refs) {
-        const v = sum(`${ref.name}|${size}`);
-        if (Number.isNaN(v.rps)) continue;
-        const f = sum(`${floor.name}|${size}`);
-        table.push(`| ${size} body | ${ref.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f.rps).toFixed(2)} | ${v.cpu.toFixed(0)} | ${(f.cpu / v.cpu).toFixed(2)} |`);
-      }
-      for (const c of cases.filter((x) => x.size === size)) {
-        for (const t of sidecars) {
-          if (isLite(t) && c.size !== 'headers only') continue;
-          const v = sum(`${t.name}|${c.id}`);
-          const f = sum(`${floor.name}|${size}`);
-          table.push(`| ${c.label} | ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | **${(v.rps / f.rps).toFixed(2)}** | ${v.cpu.toFixed(0)} | **${(f.cpu / v.cpu).toFixed(2)}** |`);
+    for (const shape of shapes) {
+      table.push(
+        '',
+        `### ${shape[0]} connection(s) x ${shape[1]} stream(s)${shape[0] === 1 && shape[1] === 1 ? ' (one request at a time)' : ''}`,
+        '',
+        '| case | target | req/s | p50 ms | p99 ms | x floor | x limit | CPU µs/req | x floor (CPU) | x limit (CPU) |',
+        '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+      );
+      for (const size of sizes) {
+        for (const ref of refs) {
+          const r = vs(shape, ref.name, size, size);
+          if (Number.isNaN(r.v.rps)) continue;
+          table.push(`| ${size} body | ${ref.name} | ${r.v.rps.toFixed(0)} | ${ms(r.v.p50)} | ${ms(r.v.p99)} | ${x(r.v.rps, r.f.rps)} | ${x(r.v.rps, r.l.rps)} | ${r.v.cpu.toFixed(0)} | ${x(r.f.cpu, r.v.cpu)} | ${x(r.l.cpu, r.v.cpu)} |`);
+        }
+        for (const c of cases.filter((y) => y.size === size)) {
+          for (const t of [...sidecars, ...(opa && opaCases.includes(c.id) ? [opa] : [])]) {
+            const r = vs(shape, t.name, c.id, size);
+            table.push(`| ${c.label} | ${t.name} | ${r.v.rps.toFixed(0)} | ${ms(r.v.p50)} | ${ms(r.v.p99)} | **${x(r.v.rps, r.f.rps)}** | ${x(r.v.rps, r.l.rps)} | ${r.v.cpu.toFixed(0)} | **${x(r.f.cpu, r.v.cpu)}** | ${x(r.l.cpu, r.v.cpu)} |`);
+          }
         }
       }
     }
-    table.push('', `One connection, one stream (case 1, per-request cost without concurrency):`, '', '| target | req/s | p50 ms | p99 ms | x floor | CPU µs/req | x floor (CPU) |', '|---|---:|---:|---:|---:|---:|---:|');
-    const f11 = sum(`1x1|${floor.name}|valid`);
-    for (const t of [...refs, ...sidecars]) {
-      const v = sum(`1x1|${t.name}|valid`);
-      table.push(`| ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${(v.rps / f11.rps).toFixed(2)} | ${v.cpu.toFixed(0)} | ${(f11.cpu / v.cpu).toFixed(2)} |`);
-    }
 
     // ---- 5. latency at half the floor's peak
-    const floorPeak = sum(`${floor.name}|headers only`).rps;
+    const floorPeak = sum(`${sh(shapes[0]!)}|${floor.name}|headers only`).rps;
+    const floorPeak1 = sum(`1x1|${floor.name}|headers only`).rps;
     const offered = Math.round(floorPeak / 2);
-    log(`latency at ${offered} req/s (half the floor's ${floorPeak.toFixed(0)})`);
+    const offered1 = Math.round(floorPeak1 / 2);
+    log(`latency at ${offered} req/s (half the floor's ${floorPeak.toFixed(0)}) and ${offered1} req/s on one stream`);
     const latency: string[] = [
-      `Latency at a fixed offered load of ${offered} req/s (half the floor's peak of ${floorPeak.toFixed(0)} req/s), case 1, h2load --rps, ${P.duration * 2}s per run. ` +
+      `Latency at a fixed offered load of half the floor's peak, case 1, h2load --rps, ${P.duration * 2}s per run: ${offered} req/s (half of ${floorPeak.toFixed(0)}) ` +
+        `on ${P.connections} connections, and ${offered1} req/s (half the floor's one-stream peak of ${floorPeak1.toFixed(0)}) on one connection with one stream. ` +
         `h2load paces each connection by sending its share in bursts on a timer, so with 16 streams per connection a burst queues behind itself; ` +
         `with one stream per connection the requests go one at a time per connection (closer to a decision's own latency):`,
       '',
-      '| connections x streams | target | achieved req/s | p50 ms | p99 ms | p99.9 ms | max ms |',
-      '|---|---|---:|---:|---:|---:|---:|',
+      '| connections x streams | offered req/s | target | achieved req/s | p50 ms | p99 ms | p99.9 ms | max ms |',
+      '|---|---:|---|---:|---:|---:|---:|---:|',
     ];
-    for (const [c, m] of [[P.connections, P.streams], [P.connections, 1]] as const) {
+    const paced: Record<string, H2loadResult> = {};
+    for (const [c, m, rps] of [[P.connections, P.streams, offered], [P.connections, 1, offered], [1, 1, offered1]] as const) {
       for (const t of [floor, ...sidecars]) {
         const r = await runH2load({
           port: t.port, bodyFile: cases[0]!.file, connections: c, streams: m, durationSec: P.duration * 2,
-          warmupSec: P.warmup, rps: offered, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS,
+          warmupSec: P.warmup, rps, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS,
         });
         check(`${t.name} paced`, r);
-        latency.push(`| ${c} x ${m} | ${t.name} | ${r.rps.toFixed(0)} | ${ms(r.p50us)} | ${ms(r.p99us)} | ${ms(r.p999us)} | ${ms(r.maxus)} |`);
+        paced[`${c}x${m}|${t.name}`] = r;
+        latency.push(`| ${c} x ${m} | ${rps} | ${t.name} | ${r.rps.toFixed(0)} | ${ms(r.p50us)} | ${ms(r.p99us)} | ${ms(r.p999us)} | ${ms(r.maxus)} |`);
       }
     }
-    if (latencyOnly) table.splice(0, table.length, `_Not run (--latency-only): only the floor's peak was measured, ${P.rounds} run(s), for the offered load below._`);
+
+    // ---- the targets, met or missed (from the figures above)
+    const goals: string[] = [];
+    if (!latencyOnly) {
+      const main = sidecars.find((t) => t.name === `keygate[${loadConfigDefaults().grpcTransport}]`) ?? sidecars.at(-1)!;
+      goals.push(
+        `For ${main.name} (the default transport). Each ratio is given by requests/s and by CPU per request (the steadier one on this shared machine); "met" needs both.`,
+        '',
+        '| target | shape | by req/s | by CPU/req | met |',
+        '|---|---|---:|---:|---|',
+      );
+      const row = (what: string, shape: Shape, id: string, size: string, need: number, against: 'floor' | 'limit' = 'floor') => {
+        const r = vs(shape, main.name, id, size);
+        const a = against === 'floor' ? r.rpsFloor : r.rpsLimit;
+        const b = against === 'floor' ? r.cpuFloor : r.cpuLimit;
+        goals.push(`| ${what} | ${sh(shape)} | ${a.toFixed(2)} | ${b.toFixed(2)} | ${a >= need && b >= need ? 'yes' : a >= need || b >= need ? 'partly' : 'no'} |`);
+      };
+      for (const shape of shapes) row('cached valid key ≥ 1.5x floor', shape, 'valid', 'headers only', 1.5);
+      for (const shape of shapes) row('cached valid key: aim 0.8x limit', shape, 'valid', 'headers only', 0.8, 'limit');
+      for (const id of ['malformed', 'unknown']) for (const shape of shapes) row(`deny (${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')}) ≥ 1.2x floor`, shape, id, 'headers only', 1.2);
+      for (const id of ['model-65536-first', 'model-65536-last']) for (const shape of shapes) row(`${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')} ≥ 1x floor`, shape, id, '64 KiB', 1);
+      if (opa) {
+        for (const shape of shapes) {
+          const k = vs(shape, main.name, 'valid', 'headers only');
+          const o = vs(shape, opa.name, 'valid', 'headers only');
+          const a = k.v.rps / o.v.rps;
+          const b = o.v.cpu / k.v.cpu;
+          goals.push(`| ≥ 3x OPA-Envoy, cached valid key | ${sh(shape)} | ${a.toFixed(2)} | ${b.toFixed(2)} | ${a >= 3 && b >= 3 ? 'yes' : a >= 3 || b >= 3 ? 'partly' : 'no'} |`);
+        }
+      } else {
+        goals.push(`| ≥ 3x OPA-Envoy | – | – | – | not run here (no OPA_ENVOY_BIN) |`);
+      }
+      for (const [c, m] of [[P.connections, 1], [1, 1]] as const) {
+        const r = paced[`${c}x${m}|${main.name}`];
+        if (r) goals.push(`| p99 < 1 ms at half the floor's peak | ${c}x${m} paced | p99 ${ms(r.p99us)} ms | – | ${r.p99us < 1000 ? 'yes' : 'no'} |`);
+      }
+    }
+    if (latencyOnly) table.splice(0, table.length, `_Not run (--latency-only): only the floor's peaks were measured, ${P.rounds} run(s), for the offered loads below._`);
 
     // ---- 4. cold keys
     const tpl = keyTemplate(PREFIX);
@@ -330,7 +414,7 @@ async function main(): Promise<void> {
     const coldSpec = { connections: P.connections, streams: P.streams, requests: P.coldKeys, templateFile: tplFile, keysFile, headers: ENVOY_HEADERS };
     const coldFloor = await loadgen({ ...coldSpec, port: floor.port });
     cold.push(`| ${floor.name} | ${coldFloor.rps.toFixed(0)} | ${ms(coldFloor.p50us)} | ${ms(coldFloor.p99us)} | 1.00 | – | ${fmtCounts(coldFloor.sampled)} |`);
-    for (const d of defs.filter((x) => !x.reference && !x.lite)) {
+    for (const d of defs.filter((x) => !x.reference)) {
       const t = await startTarget(d.name, d.kind, { ...env, ...d.env });
       try {
         const before = await commandCalls(db);
@@ -360,6 +444,9 @@ async function main(): Promise<void> {
       extra.push('### Revocation propagation (bench/propagation.ts)', '', await runExtra('propagation.ts', args), '');
       log('model-scan bench');
       extra.push('### Model scanner (bench/model-scan.ts)', '', await runExtra('model-scan.ts', args), '');
+      log('money bench');
+      const baseline = opt['money-baseline'] ? ['--baseline', opt['money-baseline']] : [];
+      extra.push('### Wallet, limits and usage counting (bench/money.ts)', '', await runExtra('money.ts', [...args, ...baseline]), '');
     }
 
     // ---- report
@@ -370,10 +457,12 @@ async function main(): Promise<void> {
       `- date: ${date}`,
       `- machine: ${hostname()}, ${cpus().length} x ${cpus()[0]?.model ?? '?'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `- Node ${process.version}, ${h2loadVersion()}, ${await redisVersion(db)}`,
-      `- load average at start ${loadBefore}, at end ${loadAverage()}`,
+      `- load average at start ${loadBefore}, at end ${loadAverage()} (2 cores shared with other work: compare within this run only)`,
+      `- OPA-Envoy: ${opa ? `${process.env.OPA_ENVOY_BIN} with bench/opa/policy.rego (the same decision; data: the run's seeded keys)` : 'not run here (no OPA_ENVOY_BIN given; bench/opa/policy.rego is the same decision in Rego)'}`,
       `- keygate default gRPC transport: ${loadConfigDefaults().grpcTransport} (KEYGATE_GRPC_TRANSPORT); memory and propagation use it`,
       `- command: \`npm run bench${process.argv.slice(2).length ? ' -- ' + process.argv.slice(2).join(' ') : ''}\``,
       '',
+      ...(goals.length ? ['## Targets', '', ...goals, ''] : []),
       '## Throughput (cases 1-3)',
       '',
       ...table,
@@ -403,7 +492,7 @@ async function main(): Promise<void> {
     log(`report written to ${out}`);
   } finally {
     for (const t of targets) await t.stop();
-    await destroyRedis(redis);
+    await redis.stop();
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * Reads candidate keys (one per line) on stdin and prints those whose checksum is valid, masked —
- * a filter for secret-scanner findings. Usage: node scripts/check-key.ts [prefix] < findings.txt
+ * a filter for secret-scanner findings. Usage: scripts/node scripts/check-key.ts [prefix] < findings.txt
  */
 import { createInterface } from 'node:readline';
 import { DEFAULT_KEY_PREFIX, isWellFormedKey, maskKey } from '../src/keys/format.ts';

@@ -1,11 +1,14 @@
 /**
- * The check pipeline, in the contract's phases (SPEC §1), shared by every transport:
+ * The one decision pipeline: the core's phases composed in the decision order (README "What it does") around the store
+ * lookups, shared by every transport (the only place they are composed):
  *   1. credential  — which key the headers carry (pure)
  *   2. format      — prefix, length, alphabet, checksum (pure; no store call for a malformed key)
  *   3. key         — the record by SHA-256 digest (store)
  *   4. expiry      — (pure)
  *   5. account     — disabled? (store)
- *   6. model       — only for restricted keys (pure, reads the body)
+ *   6-7. money     — wallet empty, key over its spend limit (the account's gate record, fetched
+ *                    together with the account record: a cold key still costs two round trips)
+ *   8. model       — only for restricted keys (pure, reads the body)
  * A store that cannot answer yields 503 AUTH_UNAVAILABLE.
  */
 import { randomUUID } from 'node:crypto';
@@ -20,11 +23,19 @@ import {
   modelDeny,
   type Decision,
 } from './core/decision.ts';
-import { resolveFamily, type Family, type PrefixRule } from './core/family.ts';
-import { readModel } from './core/model/index.ts';
+import { moneyDeny } from './core/money.ts';
+import { pathOnly, resolveFamily, type Family, type PrefixRule } from './core/family.ts';
+import { GatewayProblemLog } from './telemetry/gateway-problem.ts';
+import { readModel, type EndpointTable } from './core/model/index.ts';
 import { isWellFormedKey, keyDigest, maskKey } from './keys/format.ts';
+import { NO_GATE, type Gate } from './schema/money.ts';
 import { StoreUnavailable, type KeyStore } from './store/key-store.ts';
 
+/**
+ * One request to decide. The header lookup and the body may be views of a transport's buffer that
+ * is reused once `check()` has resolved (the h2 server's message pool): a phase or an observer that
+ * keeps anything from them past the decision must copy it.
+ */
 export interface CheckInput {
   /** A request header by lower-case name. */
   readonly header: (name: string) => HeaderValue;
@@ -48,7 +59,13 @@ export interface CheckOutcome {
 export interface AuthorizerOptions {
   readonly keyPrefix: string;
   readonly pathPrefixes: readonly PrefixRule[];
+  /** The operator's extra model endpoints (KEYGATE_MODEL_ENDPOINTS). */
+  readonly modelEndpoints?: EndpointTable;
   readonly now?: () => number;
+  /** An account without a wallet is refused like an empty one (`KEYGATE_REQUIRE_WALLET`). */
+  readonly requireWallet?: boolean;
+  /** How often one gateway configuration problem is logged at most (default 60 s). */
+  readonly problemLogIntervalMs?: number;
 }
 
 /** Observes every decision (metrics, logs); must not throw. */
@@ -66,12 +83,14 @@ export class Authorizer {
   readonly #now: () => number;
   readonly #log: Logger;
   readonly #observers: DecisionObserver[] = [];
+  readonly #problems: GatewayProblemLog;
 
   constructor(store: KeyStore, opts: AuthorizerOptions, log: Logger) {
     this.#store = store;
     this.#opts = opts;
     this.#now = opts.now ?? Date.now;
     this.#log = log;
+    this.#problems = new GatewayProblemLog(log, opts.problemLogIntervalMs);
   }
 
   observe(fn: DecisionObserver): void {
@@ -91,6 +110,9 @@ export class Authorizer {
       }
       decision = deny('AUTH_UNAVAILABLE');
     }
+    if (!decision.allow && decision.gatewayProblem !== undefined) {
+      this.#problems.note(decision.gatewayProblem, { family, method: input.method, path: pathOnly(input.path).slice(0, 200) });
+    }
     const outcome: CheckOutcome = { decision, family, requestId };
     for (const fn of this.#observers) fn(outcome, input, startedAt);
     return outcome;
@@ -108,8 +130,26 @@ export class Authorizer {
     if (parsed.kind !== 'grant') return deny('INVALID_API_KEY');
     const grant = parsed.grant;
 
-    const a = accountDeny(await this.#store.accountBlocked(grant.account), grant.id);
-    if (a) return a;
+    // Both account answers from the cache without an await, or both lookups at once (one round trip
+    // when cold; the gate's failure is observed even when the account decides first).
+    const cached = this.#store.cachedAccount?.(grant.account);
+    let gate: Gate | 'corrupt';
+    if (cached !== undefined) {
+      const a = accountDeny(cached.blocked, grant.id);
+      if (a) return a;
+      gate = cached.gate;
+    } else {
+      const blocked = this.#store.accountBlocked(grant.account);
+      const pending = this.#store.gate(grant.account);
+      pending.catch(noop);
+      const a = accountDeny(await blocked, grant.id);
+      if (a) return a;
+      gate = await pending;
+    }
+    if (gate !== NO_GATE || this.#opts.requireWallet === true) {
+      const g = moneyDeny(gate, grant.id, this.#now(), this.#opts.requireWallet === true);
+      if (g) return g;
+    }
 
     const m = modelDeny(
       grant,
@@ -121,6 +161,7 @@ export class Authorizer {
           contentType: firstValue(input.header('content-type')),
           body: input.body,
           bodyTruncated: input.bodyTruncated,
+          endpoints: this.#opts.modelEndpoints,
         }),
       family,
     );
@@ -134,6 +175,8 @@ export class Authorizer {
     return c.kind === 'key' ? maskKey(c.key, this.#opts.keyPrefix) : undefined;
   }
 }
+
+function noop(): void {}
 
 function firstValue(v: HeaderValue): string | undefined {
   if (v === undefined) return undefined;

@@ -4,9 +4,10 @@
  */
 import { z } from 'zod';
 import { FAMILIES, type PrefixRule } from './core/family.ts';
-import { DEFAULT_KEY_PREFIX, KEY_PREFIX_PATTERN } from './keys/format.ts';
+import { compileModelEndpoints, type EndpointTable } from './core/model/index.ts';
+import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './keys/format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
-import { parseRedisUrl } from './store/redis.ts';
+import { parseRedisUrl } from './redis-url.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -49,6 +50,15 @@ const prefixTable = z
     return rules;
   });
 
+const modelEndpoints = z.string().transform((s, ctx): EndpointTable => {
+  try {
+    return compileModelEndpoints(s);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
 export const configSchema = z.object({
   redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
   listenHost: z.string().min(1).default('127.0.0.1'),
@@ -56,24 +66,26 @@ export const configSchema = z.object({
   grpcPort: port.default(9001),
   httpPort: port.default(9002),
   adminPort: port.default(9003),
-  keyPrefix: z
-    .string()
-    .min(2)
-    .max(16)
-    .regex(KEY_PREFIX_PATTERN, 'must be lower-case letters/digits ending in "_" or "-", e.g. kg_')
-    .default(DEFAULT_KEY_PREFIX),
+  keyPrefix: z.string().refine(isValidKeyPrefix, KEY_PREFIX_RULE).default(DEFAULT_KEY_PREFIX),
   redisNamespace: z.string().regex(NAMESPACE_PATTERN, 'must be 1-32 of [A-Za-z0-9_.-]').default(DEFAULT_NAMESPACE),
   accountHeader: headerName.default('x-keygate-account-id'),
   keyIdHeader: headerName.default('x-keygate-key-id'),
   stripKeyHeaders: bool.default(true),
   pathPrefixes: prefixTable.default([]),
+  modelEndpoints: modelEndpoints.default([]),
   errorDomain: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/).default('keygate'),
   redisTimeoutMs: z.coerce.number().int().min(10).max(60_000).default(250),
   cacheMaxEntries: z.coerce.number().int().min(0).max(50_000_000).default(200_000),
   serveCachedDuringOutage: bool.default(false),
+  requireWallet: bool.default(false),
+  countUsage: bool.default(true),
   storeMaxInflight: z.coerce.number().int().min(1).max(100_000).default(256),
-  grpcTransport: z.enum(['h2', 'grpc-js', 'connect']).default('h2'),
+  stalenessBoundMs: z.coerce.number().int().min(30).max(60_000).default(250),
+  grpcTransport: z.enum(['h2', 'grpc-js']).default('h2'),
   grpcMaxReceiveBytes: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(16 * 1024 * 1024),
+  grpcReceiveTimeoutMs: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  grpcMaxConnectionBufferedBytes: z.coerce.number().int().min(64 * 1024).max(4 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
+  grpcMaxBufferedBytes: z.coerce.number().int().min(64 * 1024).max(16 * 1024 * 1024 * 1024).default(256 * 1024 * 1024),
   httpMaxBodyBytes: z.coerce.number().int().min(64 * 1024).max(64 * 1024 * 1024).default(16 * 1024 * 1024),
   drainDelayMs: z.coerce.number().int().min(0).max(600_000).default(5_000),
   shutdownTimeoutMs: z.coerce.number().int().min(100).max(600_000).default(20_000),
@@ -97,40 +109,73 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   keyIdHeader: 'KEYGATE_KEY_ID_HEADER',
   stripKeyHeaders: 'KEYGATE_STRIP_KEY_HEADERS',
   pathPrefixes: 'KEYGATE_PATH_PREFIXES',
+  modelEndpoints: 'KEYGATE_MODEL_ENDPOINTS',
   errorDomain: 'KEYGATE_ERROR_DOMAIN',
   redisTimeoutMs: 'KEYGATE_REDIS_TIMEOUT_MS',
   cacheMaxEntries: 'KEYGATE_CACHE_MAX_ENTRIES',
   serveCachedDuringOutage: 'KEYGATE_SERVE_CACHED_DURING_OUTAGE',
+  requireWallet: 'KEYGATE_REQUIRE_WALLET',
+  countUsage: 'KEYGATE_COUNT_USAGE',
   storeMaxInflight: 'KEYGATE_STORE_MAX_INFLIGHT',
+  stalenessBoundMs: 'KEYGATE_STALENESS_BOUND_MS',
   grpcTransport: 'KEYGATE_GRPC_TRANSPORT',
   grpcMaxReceiveBytes: 'KEYGATE_GRPC_MAX_RECEIVE_BYTES',
+  grpcReceiveTimeoutMs: 'KEYGATE_GRPC_RECEIVE_TIMEOUT_MS',
+  grpcMaxConnectionBufferedBytes: 'KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES',
+  grpcMaxBufferedBytes: 'KEYGATE_GRPC_MAX_BUFFERED_BYTES',
   httpMaxBodyBytes: 'KEYGATE_HTTP_MAX_BODY_BYTES',
   drainDelayMs: 'KEYGATE_DRAIN_DELAY_MS',
   shutdownTimeoutMs: 'KEYGATE_SHUTDOWN_TIMEOUT_MS',
   logLevel: 'KEYGATE_LOG_LEVEL',
 };
 
-/** Settings from flags (given as parsed values) over environment; throws ConfigError with one line. */
-export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): Config {
+/** Flags over environment for `keys`, validated by `schema`; throws ConfigError with one line. */
+function parseSettings<T>(keys: readonly (keyof Config)[], schema: z.ZodType<T>, flags: Raw, env: NodeJS.ProcessEnv): T {
   const raw: Record<string, unknown> = {};
-  for (const k of Object.keys(ENV) as (keyof Config)[]) {
+  for (const k of keys) {
     const fromFlag = flags[k];
     const fromEnv = env[ENV[k]];
     if (fromFlag !== undefined) raw[k] = fromFlag;
     else if (fromEnv !== undefined && fromEnv !== '') raw[k] = fromEnv;
   }
-  const r = configSchema.safeParse(raw);
+  const r = schema.safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0]!;
     const key = issue.path[0] as keyof Config;
     const shown = key in ENV ? `${ENV[key]} (${String(key)})` : String(key);
     throw new ConfigError(`invalid setting ${shown}: ${issue.message}`);
   }
-  const c = r.data;
+  return r.data;
+}
+
+/** The settings the console commands read; the sidecar's other settings never stop them. */
+export const CONSOLE_SETTINGS = ['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet'] as const;
+const consoleSchema = configSchema.pick({ redisUrl: true, redisNamespace: true, keyPrefix: true, requireWallet: true });
+export type ConsoleConfig = z.infer<typeof consoleSchema>;
+
+/** The console's settings only (Redis URL, namespace, key prefix, wallets required): flags over environment. */
+export function loadConsoleConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): ConsoleConfig {
+  return parseSettings(CONSOLE_SETTINGS, consoleSchema, flags, env);
+}
+
+/** Every setting's default, for `serve --help`. */
+export function configDefaults(): Config {
+  return configSchema.parse({});
+}
+
+/** Settings from flags (given as parsed values) over environment; throws ConfigError with one line. */
+export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const c = parseSettings(Object.keys(ENV) as (keyof Config)[], configSchema, flags, env);
   const ports = [c.grpcPort, c.httpPort, c.adminPort].filter((p) => p !== 0);
   if (new Set(ports).size !== ports.length) throw new ConfigError('invalid setting: gRPC, HTTP and admin ports must differ');
   if (c.drainDelayMs >= c.shutdownTimeoutMs) {
     throw new ConfigError('invalid setting KEYGATE_DRAIN_DELAY_MS: must be less than KEYGATE_SHUTDOWN_TIMEOUT_MS');
+  }
+  if (c.grpcMaxConnectionBufferedBytes < c.grpcMaxReceiveBytes) {
+    throw new ConfigError('invalid setting KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES: must be at least KEYGATE_GRPC_MAX_RECEIVE_BYTES');
+  }
+  if (c.grpcMaxBufferedBytes < c.grpcMaxConnectionBufferedBytes) {
+    throw new ConfigError('invalid setting KEYGATE_GRPC_MAX_BUFFERED_BYTES: must be at least KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES');
   }
   if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
   return c;

@@ -7,24 +7,28 @@ import type { Logger } from 'pino';
 import { AdminServer } from './admin/server.ts';
 import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
-import { closeAll, shutdownSequence, type Closable } from './lifecycle.ts';
+import { closeAll, shutdownSequence } from './lifecycle.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedKeyStore } from './store/index.ts';
-import { decisionLogger } from './telemetry/decision-log.ts';
+import { connectRedis } from './store/redis.ts';
+import { RedisOutageReporter } from './store/redis-outage.ts';
+import { DecisionLog } from './telemetry/decision-log.ts';
+import { UsageCounter } from './telemetry/usage-counter.ts';
 import { Metrics } from './telemetry/metrics.ts';
-import { GrpcTransport } from './transport/grpc/server.ts';
-import { H2GrpcTransport } from './transport/grpc-h2/server.ts';
+import type { GrpcServerOptions } from './transport/envoy/grpc.ts';
+import { H2GrpcTransport } from './transport/h2/server.ts';
 import { HttpTransport } from './transport/http/server.ts';
+import { responseOptions } from './transport/response-options.ts';
+import type { Transport } from './transport/transport.ts';
 
 /**
- * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`; all serve the same services with the same
- * wire behaviour. connect loads lazily: its codecs are generated at install time.
+ * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback,
+ * loaded only when chosen); both serve the same services with the same wire behaviour.
  */
-const GRPC_TRANSPORTS = {
-  'grpc-js': async () => GrpcTransport,
-  h2: async () => H2GrpcTransport,
-  connect: async () => (await import('./transport/grpc-connect/server.ts')).ConnectGrpcTransport,
-} as const;
+const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (a: Authorizer, o: GrpcServerOptions, l: Logger) => Promise<Transport>> = {
+  h2: async (a, o, l) => new H2GrpcTransport(a, o, l),
+  'grpc-js': async (a, o, l) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(a, o, l),
+};
 
 export interface Sidecar {
   readonly grpcPort: number;
@@ -34,6 +38,8 @@ export interface Sidecar {
   readonly metrics: Metrics;
   /** The cached store: `stats()` (hits, misses, invalidations, flushes, …), `ready()`. */
   readonly store: CachedKeyStore;
+  /** Per-key request counts flushed once a second (null when `KEYGATE_COUNT_USAGE=false`). */
+  readonly usage: UsageCounter | null;
   /** Ready as `/readyz` reports it: store reachable and not draining. */
   ready(): boolean;
   /**
@@ -53,67 +59,84 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 export async function startSidecar(config: Config, log: Logger): Promise<Sidecar> {
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
-  const store = createKeyStore(config, s, log, (client, connection) => metrics.watchRedis(client, connection));
+  const outage = new RedisOutageReporter(config.redisUrl, log);
+  const store = createKeyStore(config, s, log, (client, connection) => {
+    metrics.watchRedis(client, connection);
+    if (connection === 'commands') outage.attach(client);
+  });
   metrics.addStoreStats(() => {
     const st = store.stats();
     return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
   });
-  const authorizer = new Authorizer(store, { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes }, log);
+  const authorizer = new Authorizer(
+    store,
+    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet },
+    log,
+  );
   authorizer.observe(metrics.observer);
-  authorizer.observe(decisionLogger(authorizer, log));
+  const decisions = new DecisionLog(authorizer, log);
+  // Its own connection: a flush's pipeline never queues in front of a cold key's lookup.
+  const usageRedis = config.countUsage
+    ? connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-usage' })
+    : null;
+  usageRedis?.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'usage counter connection error'));
+  const usage = usageRedis ? new UsageCounter(usageRedis, s, log) : null;
+  if (usage) {
+    metrics.watchRedis(usageRedis!, 'usage');
+    metrics.addStoreStats(() => ({ usageDropped: usage.dropped, usageFlushFailures: usage.failedFlushes, usagePendingKeys: usage.pendingKeys }));
+    authorizer.observe((outcome) => {
+      const d = outcome.decision;
+      if (d.allow) usage.count(d.keyId, d.accountId);
+    });
+  }
+  const closeStore = async () => {
+    decisions.close();
+    if (usage) {
+      await usage.close();
+      usageRedis!.disconnect();
+    }
+    outage.close();
+    await store.close();
+  };
+  authorizer.observe(decisions.observer);
 
   let draining = false;
-  const readiness = () => ({ store: store.ready(), draining });
+  const readiness = () => {
+    const up = store.ready();
+    const reason = draining ? 'shutting down' : up ? undefined : (outage.reason() ?? 'the key store is not ready (Redis connection or cache invalidation link not up yet)');
+    return { store: up, draining, ...(reason ? { reason } : {}) };
+  };
   const ready = () => {
     const r = readiness();
     return r.store && !r.draining;
   };
   metrics.setReadiness(ready);
 
-  /** Transports in the order they are closed (all at once); new ones slot in here. */
-  const transports: Closable[] = [];
+  /** Transports started so far, closed together on stop (or when a later start fails). */
+  const transports: Transport[] = [];
+  const start = async (t: Transport): Promise<number> => {
+    transports.push(t);
+    metrics.addInFlight(() => t.inFlight);
+    return t.listen();
+  };
+  const respond = responseOptions(config);
 
   try {
-    const Transport = await GRPC_TRANSPORTS[config.grpcTransport]();
-    const grpc = new Transport(
-      authorizer,
-      {
-        host: config.listenHost,
-        port: config.grpcPort,
-        maxReceiveBytes: config.grpcMaxReceiveBytes,
-        accountHeader: config.accountHeader,
-        keyIdHeader: config.keyIdHeader,
-        stripKeyHeaders: config.stripKeyHeaders,
-        errorDomain: config.errorDomain,
-      },
-      log,
+    const grpcPort = await start(
+      await GRPC_TRANSPORTS[config.grpcTransport](
+        authorizer,
+        { ...respond, host: config.listenHost, port: config.grpcPort, maxReceiveBytes: config.grpcMaxReceiveBytes,
+          receiveTimeoutMs: config.grpcReceiveTimeoutMs,
+          maxBufferedBytes: config.grpcMaxBufferedBytes,
+          maxConnectionBufferedBytes: config.grpcMaxConnectionBufferedBytes,
+        },
+        log,
+      ),
     );
-    transports.push({
-      name: 'grpc',
-      close: async (timeoutMs) => {
-        await grpc.close(timeoutMs);
-      },
-    });
-    metrics.addInFlight(() => grpc.inFlight);
-    const grpcPort = await grpc.listen();
-
-    const http = new HttpTransport(
-      authorizer,
-      {
-        host: config.listenHost,
-        port: config.httpPort,
-        maxBodyBytes: config.httpMaxBodyBytes,
-        accountHeader: config.accountHeader,
-        keyIdHeader: config.keyIdHeader,
-        stripKeyHeaders: config.stripKeyHeaders,
-        errorDomain: config.errorDomain,
-      },
-      log,
+    const httpPort = await start(
+      new HttpTransport(authorizer, { ...respond, host: config.listenHost, port: config.httpPort, maxBodyBytes: config.httpMaxBodyBytes }, log),
     );
-    transports.push({ name: 'http', close: (timeoutMs) => http.close(timeoutMs) });
-    metrics.addInFlight(() => http.inFlight);
-    const httpPort = await http.listen();
-    grpc.setServing(true);
+    for (const t of transports) t.setServing(true);
 
     const admin = new AdminServer({ host: config.adminHost, port: config.adminPort, readiness, metrics }, log);
     const adminPort = await admin.listen();
@@ -124,11 +147,11 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
         shutdownTimeoutMs: config.shutdownTimeoutMs,
         drain: () => {
           draining = true;
-          grpc.setServing(false);
+          for (const t of transports) t.setServing(false);
         },
         transports,
         admin: { name: 'admin', close: (t) => admin.close(t) },
-        store,
+        store: { close: closeStore },
       },
       log,
     );
@@ -140,13 +163,14 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
       authorizer,
       metrics,
       store,
+      usage,
       ready,
       shutdown: () => stop(config.drainDelayMs),
       close: () => stop(0),
     };
   } catch (err) {
     await closeAll(transports, Date.now() + 1000, log);
-    await store.close();
+    await closeStore();
     throw err;
   }
 }

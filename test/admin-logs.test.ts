@@ -7,7 +7,10 @@ import { generateKey, maskKey } from '../src/keys/format.ts';
 import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger, keyScrubber } from '../src/telemetry/logger.ts';
-import { waitFor } from './helpers/admin.ts';
+import { Authorizer, type CheckInput } from '../src/authorizer.ts';
+import { deny } from '../src/core/decision.ts';
+import { DecisionLog } from '../src/telemetry/decision-log.ts';
+import { adminGet, sample, waitFor } from './helpers/admin.ts';
 import type { EnvoyClient } from './helpers/envoy-client.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
@@ -53,16 +56,16 @@ describe('deny logs', () => {
     const unknown = generateKey();
     await check(unknown, 'req-unknown', 'anthropic');
     const r = denyLine('req-unknown');
-    expect(r).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'anthropic', maskedKey: maskKey(unknown) });
+    expect(r).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'anthropic', maskedKey: maskKey(unknown), rule: 'key malformed, unknown or revoked' });
     expect(r.keyId).toBeUndefined();
     expect(typeof r.ms).toBe('number');
   });
 
   it('logs the key id once the key is known (expired, blocked account)', async () => {
     await check(expired.key, 'req-expired', 'google');
-    expect(denyLine('req-expired')).toMatchObject({ code: 'API_KEY_EXPIRED', family: 'google', keyId: expired.id });
+    expect(denyLine('req-expired')).toMatchObject({ code: 'API_KEY_EXPIRED', family: 'google', keyId: expired.id, rule: 'key past its expiry' });
     await check(blocked.key, 'req-blocked');
-    expect(denyLine('req-blocked')).toMatchObject({ code: 'USER_BLOCKED', status: 403, keyId: blocked.id });
+    expect(denyLine('req-blocked')).toMatchObject({ code: 'USER_BLOCKED', status: 403, keyId: blocked.id, rule: 'account disabled' });
   });
 
   it('does not log allows at info, and logs them at debug', async () => {
@@ -79,15 +82,89 @@ describe('deny logs', () => {
   });
 });
 
+describe('repeated denies', () => {
+  it('logs the first of a kind at once and the identical ones after it as one count per window; metrics count each', async () => {
+    const unknown = generateKey();
+    const metric = async () =>
+      sample((await adminGet(sidecar.adminPort, '/metrics')).body, 'keygate_decisions_total', { result: 'deny', code: 'INVALID_API_KEY', family: 'openai' }) ?? 0;
+    const before = await metric();
+    for (let i = 0; i < 30; i++) await check(unknown, `rep-${i}`);
+    expect(await metric()).toBe(before + 30);
+    const own = records().filter((r) => r.msg === 'deny' && r.maskedKey === maskKey(unknown));
+    expect(own.map((r) => r.requestId)).toEqual(['rep-0']);
+    const repeatedLine = () => records().find((r) => r.msg === 'deny repeated' && r.maskedKey === maskKey(unknown));
+    await waitFor('the repeated line', () => repeatedLine() !== undefined, 5000);
+    expect(repeatedLine()).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'openai', rule: 'key malformed, unknown or revoked', repeated: 29, lastRequestId: 'rep-29' });
+    expect(lines.join('')).not.toContain(unknown);
+  });
+
+  const input = (key: string, requestId: string): CheckInput => ({
+    header: (n) => (n === 'authorization' ? `Bearer ${key}` : undefined),
+    method: 'POST',
+    path: '/v1/chat/completions',
+    protocol: undefined,
+    body: undefined,
+    bodyTruncated: false,
+    requestId,
+  });
+  const own: string[] = [];
+  const ownLog = createLogger('info', { write: (line: string) => void own.push(line) });
+  // maskedKeyOf reads the headers only; no store is reached
+  const authorizer = new Authorizer(undefined as never, { keyPrefix: 'kg_', pathPrefixes: [] }, ownLog);
+  const d = deny('INVALID_API_KEY');
+  const outcome = (requestId: string) => ({ decision: d, family: 'openai' as const, requestId });
+
+  it('beyond maxKinds kinds in a window, counts the rest per code, rule and family (every deny in a line or a count)', () => {
+    own.length = 0;
+    const log = new DecisionLog(authorizer, ownLog, { windowMs: 60_000, maxKinds: 2 });
+    const keys = Array.from({ length: 5 }, () => generateKey());
+    for (const [i, k] of keys.entries()) log.observer(outcome(`o-${i}`), input(k, `o-${i}`), process.hrtime.bigint());
+    log.observer(outcome('o-again'), input(keys[0]!, 'o-again'), process.hrtime.bigint());
+    expect(own.map((l) => JSON.parse(l).requestId)).toEqual(['o-0', 'o-1']);
+    log.close();
+    const parsed = own.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const repeated = parsed.filter((r) => r.msg === 'deny repeated');
+    expect(repeated).toHaveLength(2);
+    expect(repeated.find((r) => r.maskedKey === maskKey(keys[0]!))).toMatchObject({ repeated: 1, lastRequestId: 'o-again' });
+    expect(repeated.find((r) => r.overflow === true)).toMatchObject({ code: 'INVALID_API_KEY', family: 'openai', repeated: 3, lastRequestId: 'o-4' });
+    expect(repeated.find((r) => r.overflow === true)!.maskedKey).toBeUndefined();
+    // a new window starts empty: the first of a kind gets its own line again
+    log.observer(outcome('o-next'), input(keys[0]!, 'o-next'), process.hrtime.bigint());
+    expect(JSON.parse(own.at(-1)!)).toMatchObject({ msg: 'deny', requestId: 'o-next' });
+    log.close();
+  });
+
+  it('windowMs 0 logs every deny on its own line', () => {
+    own.length = 0;
+    const log = new DecisionLog(authorizer, ownLog, { windowMs: 0 });
+    const k = generateKey();
+    for (let i = 0; i < 4; i++) log.observer(outcome(`z-${i}`), input(k, `z-${i}`), process.hrtime.bigint());
+    log.close();
+    expect(own.map((l) => JSON.parse(l).requestId)).toEqual(['z-0', 'z-1', 'z-2', 'z-3']);
+  });
+});
+
 describe('no key in any line', () => {
   it('keeps keys out of deny lines and of the error lines of a Redis outage', async () => {
     await redis.stop();
     await waitFor('store down', () => !sidecar.ready());
     await check(valid.key, 'req-outage');
-    expect(denyLine('req-outage')).toMatchObject({ code: 'AUTH_UNAVAILABLE', status: 503, maskedKey: maskKey(valid.key) });
-    await waitFor('a Redis error line', () => records().some((r) => r.level === 40 && r.msg === 'redis connection error'));
+    expect(denyLine('req-outage')).toMatchObject({ code: 'AUTH_UNAVAILABLE', status: 503, maskedKey: maskKey(valid.key), rule: 'key store unavailable' });
+    const outageLine = (r: Record<string, unknown>) => r.level === 50 && String(r.msg).startsWith('cannot reach Redis at redis://127.0.0.1:');
+    await waitFor('a Redis error line', () => records().some(outageLine));
+    // /readyz says why, in its body.
+    const ready = (await (await fetch(`http://127.0.0.1:${sidecar.adminPort}/readyz`)).json()) as { ready: boolean; reason?: string };
+    expect(ready.ready).toBe(false);
+    expect(ready.reason).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+: /);
+    // Reconnect attempts keep failing (several per second), yet the error is said once and names what to do.
+    await new Promise((r) => setTimeout(r, 1500));
+    const said = records().filter(outageLine);
+    expect(said).toHaveLength(1);
+    expect(String(said[0]!.msg)).toContain('REDIS_URL');
+    expect(records().filter((r) => (r.level as number) >= 40 && r.msg === 'redis connection error')).toHaveLength(0);
     await redis.start();
     await waitFor('store back', () => sidecar.ready());
+    await waitFor('a recovery line', () => records().some((r) => r.level === 30 && String(r.msg).endsWith('answers again')));
 
     const all = lines.join('');
     for (const k of [valid, expired, blocked]) {

@@ -137,7 +137,8 @@ describe('readiness follows Redis', () => {
     await redis.stop();
     await waitFor('not ready', async () => (await adminGet(sidecar.adminPort, '/readyz')).status === 503);
     const down = await adminGet(sidecar.adminPort, '/readyz');
-    expect(JSON.parse(down.body)).toEqual({ ready: false, store: false, draining: false });
+    // Not ready says why: the Redis it cannot reach, or (before the first connection error) that the store is not up.
+    expect(JSON.parse(down.body)).toEqual({ ready: false, store: false, draining: false, reason: expect.stringMatching(/^(cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+: |the key store is not ready)/) });
     expect((await adminGet(sidecar.adminPort, '/healthz')).status).toBe(200);
     const metric = async (name: string) => sample((await adminGet(sidecar.adminPort, '/metrics')).body, name, { connection: 'commands' }) ?? 0;
     await waitFor('a counted reconnect attempt that failed', async () => (await metric('keygate_redis_errors_total')) > 0);

@@ -4,7 +4,7 @@
  * well-formed, and the targets, load generators and Redis accounting work against a real
  * redis-server and real child processes.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -166,5 +166,20 @@ describe('bench pieces against real processes', () => {
     expect(r.non2xx).toBe(0);
     expect(r.succeeded).toBe(r.done);
     expect(r.p50us).toBeGreaterThan(0);
+  });
+});
+
+describe('bench OPA-Envoy target', () => {
+  it('names the binary when OPA_ENVOY_BIN cannot be run, and writes the policy data for the seeded keys', async () => {
+    const { startOpaEnvoy } = await import('../bench/lib/opa.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'kg-opa-'));
+    try {
+      const key = { digest: keyDigest('kg_example'), id: 'key_1', account: 'acct-1', models: ['openai/gpt-4o-mini'] };
+      await expect(startOpaEnvoy(join(dir, 'no-such-opa'), [key], dir, async () => false)).rejects.toThrow(/cannot run .*no-such-opa.*OPA_ENVOY_BIN/);
+      const data = JSON.parse(readFileSync(join(dir, 'opa-data.json'), 'utf8'));
+      expect(data.keygate.keys[key.digest]).toEqual({ id: 'key_1', account: 'acct-1', status: 'active', models: ['openai/gpt-4o-mini'], expires_at: null });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -39,6 +39,7 @@ beforeAll(async () => {
       return v;
     },
     accountBlocked: (id: string) => real.accountBlocked(id),
+    gate: (id: string) => real.gate(id),
     ready: () => real.ready(),
     close: () => real.close(),
   };
@@ -49,7 +50,7 @@ beforeAll(async () => {
       sub.on('error', () => {});
       return sub;
     },
-    { prefixes: s.trackedPrefixes, heartbeatMs: 1000, retryMs: 100, log },
+    { prefixes: s.trackedPrefixes, boundMs: 3000, retryMs: 100, log },
   );
   store = new CachedKeyStore(gated, tracker, s, { maxEntries: 100, serveCachedDuringOutage: false, lookupTimeoutMs: 5000, maxInflight: 16, maxQueued: 64 }, log);
   await waitFor(() => store.stats().tracking, 'tracking');

@@ -1,5 +1,5 @@
 /**
- * The console CLI of SPEC §5, run as a child process (`bin/keygate`) against a real redis-server:
+ * The console CLI, run as a child process (`bin/keygate`) against a real redis-server:
  * output formats, and every bad input → one stderr line, non-zero exit, Redis byte-identical.
  */
 import { execFile } from 'node:child_process';
@@ -85,7 +85,7 @@ describe('happy path', () => {
     expect(JSON.stringify(list)).not.toContain(created.key);
 
     const table = ok(await keygate(['keys', 'list', '--account', a])).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED$/);
+    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+LIMIT$/);
     expect(table).toHaveLength(3);
     expect(table[1]).toContain(created.id);
     expect(table[1]).toContain('2099-12-31T23:59:59Z');
@@ -95,7 +95,7 @@ describe('happy path', () => {
     expect(JSON.parse(ok(await keygate(['keys', 'reveal', created.id, '--json'])).stdout)).toEqual({ id: created.id, key: created.key });
 
     const upd = ok(await keygate(['keys', 'update', created.id, '--name', 'renamed', '--all-models', '--no-expiry'])).stdout;
-    expect(upd).toBe(`Updated key ${created.id}: name "renamed", models all, expires never.\n`);
+    expect(upd).toBe(`Updated key ${created.id}: name "renamed", models all, expires never, limit none.\n`);
     const upd2 = JSON.parse(ok(await keygate(['keys', 'update', created.id, '--models', 'google/*', '--expires', '2098-01-01', '--json'])).stdout);
     expect(upd2).toMatchObject({ name: 'renamed', models: ['google/*'], expires_at: '2098-01-01T00:00:00.000Z' });
 
@@ -109,6 +109,34 @@ describe('happy path', () => {
     const kc = new KeyConsole({ redis: db });
     expect((await kc.listKeys(a)).map((r) => r.status)).toEqual(['revoked', 'active']);
   }, 300_000);
+
+  it('wallet flow: credit, keys create --limit, usage record, keys show, accounts show, usage export', async () => {
+    const a = acct();
+    const created = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'metered', '--limit', '1.5', '--limit-period', 'month', '--json'])).stdout);
+    expect(created).toMatchObject({ limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period: 'month', period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 }, last_used_at: null });
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered).\n`);
+    expect(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1'])).stdout).toBe(`Credited 12.5 to account ${a}; balance 12.5.\n`);
+    const again = JSON.parse(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1', '--json'])).stdout);
+    expect(again).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: false, balance_micros: 12_500_000 });
+    const rec = ['usage', 'record', '--key', created.id, '--amount', '0.000001', '--request-id', 'req-a', '--model', 'openai/gpt-4o', '--input-tokens', '3', '--json'];
+    expect(JSON.parse(ok(await keygate(rec)).stdout)).toEqual({ booked: true, key_id: created.id, account: a, request_id: 'req-a', amount_micros: 1, balance_micros: 12_499_999 });
+    expect(JSON.parse(ok(await keygate(rec)).stdout)).toMatchObject({ booked: false });
+    ok(await keygate(['usage', 'record', '--key', created.id, '--amount', '1.5', '--request-id', 'req-b']));
+    const shown = JSON.parse(ok(await keygate(['keys', 'show', created.id, '--json'])).stdout);
+    expect(shown).toMatchObject({ id: created.id, limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period_micros: 1_500_001, total_micros: 1_500_001 } });
+    expect(ok(await keygate(['keys', 'show', created.id])).stdout).toContain('limit: 1.5/month; spend: 1.500001 of 1.5 this month');
+    expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({ id: a, status: 'active', wallet: { enforced: true, balance_micros: 10_999_999 } });
+    const list = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
+    expect(list.keys[0]).toMatchObject({ id: created.id, spend: { total_micros: 1_500_001 }, requests: { today: 0, month: 0 } });
+    const lines = ok(await keygate(['usage', 'export', '--since', '2000-01-01', '--account', a])).stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.request_id, l.amount_micros, l.model, l.input_tokens])).toEqual([
+      ['req-a', 1, 'openai/gpt-4o', 3],
+      ['req-b', 1_500_000, null, null],
+    ]);
+    expect(lines[0]).toMatchObject({ account: a, key_id: created.id });
+    const upd = JSON.parse(ok(await keygate(['keys', 'update', created.id, '--no-limit', '--json'])).stdout);
+    expect(upd).toMatchObject({ limit: null });
+  });
 
   it('--redis wins over REDIS_URL', async () => {
     const a = acct();
@@ -177,6 +205,31 @@ describe('bad input: one stderr line, non-zero exit, nothing changed', () => {
     ['enable without an account id', () => ['accounts', 'enable'], {}, /missing required argument/],
     ['an unknown subcommand', () => ['keys', 'rotate', active], {}, /unknown command/],
     ['a bad REDIS_URL', () => ['keys', 'list', '--account', account], { REDIS_URL: 'http://localhost' }, /REDIS_URL/],
+    ['create with --limit but no period', () => ['keys', 'create', '--account', account, '--name', 'x', '--limit', '5'], {}, /go together/],
+    ['create with a bad limit period', () => ['keys', 'create', '--account', account, '--name', 'x', '--limit', '5', '--limit-period', 'year'], {}, /--limit-period/],
+    ['create with a negative limit', () => ['keys', 'create', '--account', account, '--name', 'x', '--limit', '-5', '--limit-period', 'day'], {}, /positive amount/],
+    ['update --no-limit with a period', () => ['keys', 'update', active, '--no-limit', '--limit-period', 'day'], {}, /--no-limit/],
+    ['update the limit of a revoked key', () => ['keys', 'update', revoked, '--limit', '1', '--limit-period', 'day'], {}, /revoked/],
+    ['show an unknown key id', () => ['keys', 'show', unknown], {}, /no key with id/],
+    ['credit without a reference', () => ['accounts', 'credit', account, '--amount', '5'], {}, /--reference/],
+    ['credit with an empty reference', () => ['accounts', 'credit', account, '--amount', '5', '--reference', ''], {}, /reference/],
+    ...['0', '0.0', '-1', '+1', '1e3', '.5', '1.0000001', 'ten', '1,5'].map(
+      (amount): [string, () => string[], Record<string, string | undefined>, RegExp] => [
+        `credit ${amount}`,
+        () => ['accounts', 'credit', account, '--amount', amount, '--reference', 'r'],
+        {},
+        /positive amount/,
+      ],
+    ),
+    ['credit a bad account id', () => ['accounts', 'credit', 'bad acct', '--amount', '1', '--reference', 'r'], {}, /account id/],
+    ['usage for an unknown key id', () => ['usage', 'record', '--key', unknown, '--amount', '1', '--request-id', 'r1'], {}, /no key with id/],
+    ['usage without a request id', () => ['usage', 'record', '--key', active, '--amount', '1'], {}, /--request-id/],
+    ['usage with an empty request id', () => ['usage', 'record', '--key', active, '--amount', '1', '--request-id', ''], {}, /request id/],
+    ['usage with a zero amount', () => ['usage', 'record', '--key', active, '--amount', '0', '--request-id', 'r1'], {}, /positive amount/],
+    ['usage with a negative amount', () => ['usage', 'record', '--key', active, '--amount', '-0.5', '--request-id', 'r1'], {}, /positive amount/],
+    ['usage with bad tokens', () => ['usage', 'record', '--key', active, '--amount', '1', '--request-id', 'r1', '--input-tokens', '-3'], {}, /tokens/],
+    ['export without --since', () => ['usage', 'export'], {}, /--since/],
+    ['export with a bad --since', () => ['usage', 'export', '--since', 'yesterday'], {}, /ISO-8601/],
   ];
 
   it(`${cases.length} cases`, async () => {
@@ -204,5 +257,76 @@ describe('bad input: one stderr line, non-zero exit, nothing changed', () => {
     expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^keygate: Redis error: /);
     expect(r.stderr).not.toContain('s3cretpw');
+  }, 60_000);
+});
+
+describe('management commands: keys roll, tokens, audit list, console', () => {
+  it('keys roll keeps the settings and links both keys; the audit log names the cli', async () => {
+    const a = acct();
+    const c = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'rolling', '--models', 'openai/*', '--json'])).stdout);
+    const r = JSON.parse(ok(await keygate(['keys', 'roll', c.id, '--grace', '60', '--json'])).stdout);
+    expect(r).toMatchObject({ account: a, name: 'rolling', models: ['openai/*'], rolled_from: c.id, old: { id: c.id, status: 'active', rolled_to: r.id } });
+    expect(isWellFormedKey(r.key, 'kg_')).toBe(true);
+    const text = ok(await keygate(['keys', 'roll', r.id])).stdout;
+    expect(text).toMatch(/is revoked/);
+    const events = JSON.parse(ok(await keygate(['audit', 'list', '--account', a, '--json'])).stdout).events;
+    expect(events.map((e: { action: string }) => e.action)).toEqual(['roll', 'roll', 'create']);
+    expect(events[0].actor).toEqual({ type: 'cli', id: null, name: null });
+    expect(JSON.stringify(events)).not.toContain(c.key);
+    expect(ok(await keygate(['audit', 'list', '--account', a, '--limit', '1'])).stdout).toMatch(/^TIME\s+ACTION/);
+  }, 60_000);
+
+  it('tokens create (shown once), list, revoke; bad input changes nothing', async () => {
+    const t = JSON.parse(ok(await keygate(['tokens', 'create', '--name', 'ops', '--all-accounts', '--json'])).stdout);
+    expect(t).toMatchObject({ name: 'ops', scope: 'all' });
+    expect(t.token).toMatch(/^kgmt_/);
+    const s = JSON.parse(ok(await keygate(['tokens', 'create', '--name', 'owner', '--account', 'acct-x', '--json'])).stdout);
+    expect(s.scope).toBe('acct-x');
+    const list = ok(await keygate(['tokens', 'list', '--json'])).stdout;
+    expect(list).toContain(t.id);
+    expect(list).not.toContain(t.token);
+    expect(ok(await keygate(['tokens', 'revoke', t.id])).stdout).toMatch(/Revoked token/);
+    const before = await snapshot(db);
+    for (const args of [
+      ['tokens', 'create', '--name', 'x'],
+      ['tokens', 'create', '--name', 'x', '--all-accounts', '--account', 'a'],
+      ['tokens', 'create', '--name', 'x', '--account', '-bad'],
+      ['tokens', 'revoke', 'tok_nope'],
+      ['keys', 'roll', 'key_nope'],
+      ['keys', 'roll', 'key_000000000000000000000000', '--grace', '-1'],
+      ['audit', 'list', '--limit', '0'],
+    ]) {
+      const r = await keygate(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
+    }
+    expect(await snapshot(db)).toEqual(before);
+  }, 60_000);
+
+  it('keygate console serves, answers a token, and stops on SIGTERM', async () => {
+    const { freePort } = await import('./helpers/redis-server.ts');
+    const { spawn } = await import('node:child_process');
+    const t = JSON.parse(ok(await keygate(['tokens', 'create', '--name', 'srv', '--all-accounts', '--json'])).stdout);
+    const port = await freePort();
+    const child = spawn(BIN, ['console', '--port', String(port)], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, KEYGATE_NODE: process.execPath, REDIS_URL: redis.url, KEYGATE_REVEAL_KEY: REVEAL, KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_DRAIN_DELAY_MS: '0' },
+      stdio: 'ignore',
+    });
+    try {
+      const deadline = Date.now() + 30_000;
+      let ready = false;
+      while (!ready && Date.now() < deadline) {
+        ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+        if (!ready) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ready).toBe(true);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/accounts/acct-srv/keys`, { method: 'POST', headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, body: '{"name":"via api"}' });
+      expect(res.status).toBe(201);
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   }, 60_000);
 });

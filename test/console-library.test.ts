@@ -6,38 +6,26 @@ import { ConsoleError } from '../src/console/errors.ts';
 import { KeyConsole } from '../src/console/key-console.ts';
 import { isWellFormedKey, keyDigest } from '../src/keys/format.ts';
 import { parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
+import { expectCode, startConsoleOnRedis, type ConsoleOnRedis } from './helpers/key-console.ts';
 import { dumpAllText, snapshot } from './helpers/redis-dump.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey } from './helpers/seed.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 const s = schema();
+let env: ConsoleOnRedis;
 let redis: RedisServer;
 let db: Redis;
 let kc: KeyConsole;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  kc = new KeyConsole({ redis: redis.url, revealKey: REVEAL });
+  env = await startConsoleOnRedis({ revealKey: REVEAL });
+  ({ redis, db, kc } = env);
 });
 
-afterAll(async () => {
-  await kc?.close();
-  await destroyRedis(redis);
-});
+afterAll(() => env?.close());
 
 const acct = () => `acct-${randomBytes(4).toString('hex')}`;
-
-async function expectCode(p: Promise<unknown>, code: ConsoleError['code'], msg?: RegExp): Promise<void> {
-  const err = await p.then(
-    () => new Error('expected a ConsoleError'),
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ConsoleError);
-  expect((err as ConsoleError).code).toBe(code);
-  if (msg) expect((err as Error).message).toMatch(msg);
-}
 
 describe('create and reveal', () => {
   it('creates a well-formed key; the sidecar reads it as a grant; reveal returns the same plaintext', async () => {

@@ -1,4 +1,4 @@
-/** Every console operation is seen by a running sidecar on its very next Check (SPEC §6). */
+/** Every console operation is seen by a running sidecar on its very next Check. */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyConsole } from '../src/console/key-console.ts';

@@ -13,6 +13,7 @@ import Ajv2019 from 'ajv/dist/2019.js';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ENV, loadConfig } from '../src/config.ts';
+import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 // @ts-expect-error plain JavaScript without type declarations (it runs in a bare node image)
 import { createStub } from '../deploy/stub-upstream/server.mjs';
 
@@ -62,7 +63,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('runs Envoy (official image), keygate (built here), Redis and the stub upstream', () => {
-    expect(Object.keys(svc).sort()).toEqual(['envoy', 'keygate', 'llm-upstream', 'redis']);
+    expect(Object.keys(svc).sort()).toEqual(['console', 'envoy', 'keygate', 'llm-upstream', 'redis']);
     expect(svc.envoy!.image).toMatch(/^envoyproxy\/envoy:v\d+\.\d+/);
     expect(svc.keygate!.build).toBe('.');
     expect(svc.redis!.image).toMatch(/^redis:/);
@@ -93,6 +94,19 @@ describe('docker-compose.yml', () => {
     // Compose waits stop_grace_period before SIGKILL: longer than keygate's own shutdown bound.
     expect(Number.parseInt(svc.keygate!.stop_grace_period, 10) * 1000).toBeGreaterThan(config.shutdownTimeoutMs);
     expect(svc.keygate!).toMatchObject({ read_only: true, cap_drop: ['ALL'] });
+  });
+
+  it('runs the management API on the image keygate builds, with settings it accepts', () => {
+    const c = svc.console!;
+    expect(c.image).toBe(svc.keygate!.image);
+    expect(c.command).toEqual(['console']);
+    const env = Object.fromEntries(Object.entries(c.environment as Record<string, string>).filter(([k]) => k !== 'KEYGATE_REVEAL_KEY'));
+    const config = loadConsoleApiConfig({}, env);
+    expect(config.redisUrl).toBe('redis://redis:6379');
+    expect(c.ports).toContain(`127.0.0.1:${config.port}:${config.port}`);
+    expect(JSON.stringify(c.healthcheck.test)).toContain(`:${config.port}/readyz`);
+    expect(Number.parseInt(c.stop_grace_period, 10) * 1000).toBeGreaterThan(config.drainDelayMs + config.shutdownTimeoutMs);
+    expect(c).toMatchObject({ read_only: true, cap_drop: ['ALL'] });
   });
 
   it('serves the stub upstream under the name and port envoy.yaml routes to', () => {
@@ -137,6 +151,12 @@ describe('Dockerfile', () => {
     const run = instructions.filter((i) => i.op === 'RUN').map((i) => i.args).join('\n');
     expect(run).toMatch(/npm ci --omit=dev --ignore-scripts/);
     expect(run).not.toMatch(/npm install/);
+  });
+
+  it('builds the web console page in its own stage; only its static files reach the runtime', () => {
+    const web = stages.find((s) => /\bAS web$/i.test(s[0]!.args))!;
+    expect(web.some((i) => i.op === 'RUN' && i.args === 'npm run build:web')).toBe(true);
+    expect(final.filter((i) => i.op === 'COPY' && i.args.startsWith('--from=web '))).toEqual([{ op: 'COPY', args: '--from=web /app/dist/web ./dist/web' }]);
   });
 
   it('runs as a non-root user, in exec form, exposing the default ports', () => {

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.ts';
-import { HEALTH_SERVICES } from '../src/transport/grpc/server.ts';
-import { envoyProtoDirs } from '../src/transport/grpc/protos.ts';
+import { HEALTH_SERVICES } from '../src/transport/envoy/grpc.ts';
+import { envoyProtoDirs } from '../src/transport/grpc-js/protos.ts';
 import { StrictProto } from './helpers/strict-proto.ts';
 
 const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';

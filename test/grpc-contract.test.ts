@@ -1,5 +1,5 @@
 /**
- * SPEC §1-3 end to end: a real sidecar (in process), a real redis-server, and a client built from
+ * The gRPC contract end to end: a real sidecar (in process), a real redis-server, and a client built from
  * Envoy's own protos calling Check over a socket.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,7 +37,7 @@ function expectDeny(res: CheckResponseMsg, status: number, code: string) {
   expect(deniedBody(res).error.code).toBe(code);
 }
 
-describe('allow (SPEC §3)', () => {
+describe('allow', () => {
   it.each([
     ['authorization', (k: string) => ({ authorization: `Bearer ${k}` })],
     ['authorization, lower-case scheme and padding', (k: string) => ({ authorization: `  bearer   ${k}  ` })],
@@ -199,7 +199,7 @@ describe('row 7: AUTH_UNAVAILABLE', () => {
   });
 });
 
-describe('error shapes (SPEC §2)', () => {
+describe('error shapes', () => {
   it('OpenAI', async () => {
     const res = await chat({});
     expect(deniedBody(res)).toEqual({

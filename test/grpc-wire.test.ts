@@ -11,12 +11,12 @@ import { loadConfig, type Config } from '../src/config.ts';
 import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { authorizationService } from '../src/transport/grpc/protos.ts';
+import { authorizationService } from '../src/transport/grpc-js/protos.ts';
 import { checkRequest } from './helpers/envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
 
-const TRANSPORTS: Config['grpcTransport'][] = ['grpc-js', 'h2', 'connect'];
+const TRANSPORTS: Config['grpcTransport'][] = ['grpc-js', 'h2'];
 const MAX = 64 * 1024;
 const CHECK = '/envoy.service.auth.v3.Authorization/Check';
 const s = schema();
@@ -184,5 +184,22 @@ describe.each(TRANSPORTS)('%s transport', (t) => {
     expect(a.grpcStatus).toBe('4');
     expect(took).toBeLessThan(1400); // answered at the deadline, not when the store came back
     await new Promise((r) => setTimeout(r, 1600 - took));
+  });
+});
+
+describe('h2 transport flow control', () => {
+  it('grants 1 MiB per stream and 8 MiB per connection, so a large body is sent without waiting for WINDOW_UPDATE', async () => {
+    const session = http2.connect(`http://127.0.0.1:${sidecars.get('h2')!.grpcPort}`);
+    session.on('error', () => {});
+    try {
+      await new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+      expect(session.remoteSettings.initialWindowSize).toBe(1024 * 1024);
+      // the connection window grows by the server's WINDOW_UPDATE right after its SETTINGS
+      const deadline = Date.now() + 5000;
+      while ((session.state.remoteWindowSize ?? 0) < 8 * 1024 * 1024 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(session.state.remoteWindowSize).toBe(8 * 1024 * 1024);
+    } finally {
+      session.close();
+    }
   });
 });

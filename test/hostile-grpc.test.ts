@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../src/keys/format.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
-import { authorizationService } from '../src/transport/grpc/protos.ts';
+import { authorizationService } from '../src/transport/grpc-js/protos.ts';
 import { checkRequest, deniedBody, type EnvoyClient } from './helpers/envoy-client.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';
@@ -40,7 +40,7 @@ const encode = (msg: object) => authorizationService().service.Check!.requestSer
 const decodeRes = (b: Buffer) => authorizationService().service.Check!.responseDeserialize(b) as any;
 
 beforeAll(async () => {
-  stack = await startStack({ ...transportFlag(), grpcMaxReceiveBytes: MAX, redisTimeoutMs: 10_000 });
+  stack = await startStack({ ...transportFlag(), grpcMaxReceiveBytes: MAX, redisTimeoutMs: 10_000, stalenessBoundMs: 60_000, countUsage: false });
   ({ db, client } = stack);
   raw = new grpc.Client(`127.0.0.1:${stack.sidecar.grpcPort}`, grpc.credentials.createInsecure());
   valid = await seedKey(db, s);

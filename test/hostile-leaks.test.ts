@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { TOKEN_PREFIX } from '../src/console/management.ts';
 import { generateKey } from '../src/keys/format.ts';
 
 function ruleRegex(): RegExp {
@@ -21,6 +22,20 @@ describe('secret scanning', () => {
     }
     expect('kg_short'.match(re)).toBeNull();
     expect(`xkg_${'a'.repeat(38)}`.match(re)).toBeNull();
+  });
+
+  it('management tokens have a rule of their own: each rule finds its kind and not the other', () => {
+    const toml = readFileSync('deploy/gitleaks/keygate.toml', 'utf8');
+    const rules = [...toml.matchAll(/id = "([^"]+)"[\s\S]*?regex = '''(.+)'''/g)].map((m) => [m[1]!, new RegExp(m[2]!, 'g')] as const);
+    const byId = Object.fromEntries(rules);
+    expect(Object.keys(byId).sort()).toEqual(['keygate-api-key', 'keygate-management-token']);
+    for (let i = 0; i < 50; i++) {
+      const token = generateKey(TOKEN_PREFIX);
+      const key = generateKey();
+      const text = `KEYGATE_TOKEN=${token}\nOPENAI_API_KEY=${key}`;
+      expect([...text.matchAll(byId['keygate-management-token']!)].map((x) => x[1])).toEqual([token]);
+      expect([...text.matchAll(byId['keygate-api-key']!)].map((x) => x[1])).toEqual([key]);
+    }
   });
 
   it('check-key prints only checksum-valid keys, masked', () => {

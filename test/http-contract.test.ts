@@ -1,5 +1,5 @@
 /**
- * SPEC §3a: the HTTP external-authorization endpoint, over a socket, against a real sidecar and a
+ * The HTTP external-authorization endpoint, over a socket, against a real sidecar and a
  * real redis-server. Proxies are played by hand here (the headers each one sends); the real
  * binaries are driven in the e2e-* tests.
  */
@@ -166,7 +166,7 @@ describe('nginx auth_request (X-Original-*)', () => {
   });
 });
 
-describe('the decision is the contract one', () => {
+describe('the decision is the same as over gRPC', () => {
   it('a repeated Authorization header is ambiguous (not silently the first)', async () => {
     const res = await forward('POST', '/v1/chat/completions', { authorization: [`Bearer ${valid.key}`, `Bearer ${valid.key}`] });
     expect(res.status).toBe(400);

@@ -1,5 +1,5 @@
 /**
- * SPEC §1 row 6 end to end: the real sidecar, a real redis-server, and Check calls built from
+ * Model restrictions end to end: the real sidecar, a real redis-server, and Check calls built from
  * Envoy's protos with the body as Envoy sends it (`raw_body`, `pack_as_bytes`, partial bodies
  * marked with x-envoy-auth-partial-body).
  */
@@ -128,11 +128,32 @@ describe('bodies the check cannot read with certainty', () => {
   });
 
   it('listing models with a restricted key → 403 (strict: no model named)', async () => {
-    expectModelDenied(await check({ method: 'GET', path: '/v1/models' }), 'does not name a model');
+    expectModelDenied(await check({ method: 'GET', path: '/v1/models' }), 'takes no model');
   });
 
   it('an unrestricted key never needs the body: truncated or absent, it is allowed', async () => {
     expectAllowed(await check({ path: '/v1/chat/completions', body: '{"model":"x","messages":[', partial: true }, open), null);
     expectAllowed(await check({ method: 'GET', path: '/v1/models' }, open), null);
+  });
+});
+
+describe('large bodies in flight together', () => {
+  it('each gets the answer for its own body (pooled message buffers are never shared between calls)', async () => {
+    const allowed = 'openai/gpt-4o-mini';
+    const refused = 'openai/gpt-4.1';
+    // a key not cached yet: the first decisions wait for Redis while more bodies arrive
+    const fresh = await seedKey(db, s, { models: [allowed] });
+    const calls = Array.from({ length: 120 }, (_, i) => {
+      const model = i % 3 === 0 ? refused : allowed;
+      // 17 KiB to 130 KiB: several DATA frames each, across pooled size classes
+      const content = String.fromCharCode(97 + (i % 26)).repeat(17 * 1024 + ((i * 7919) % (113 * 1024)));
+      const body = JSON.stringify({ model, messages: [{ role: 'user', content }] });
+      return { i, model, p: check({ path: '/v1/chat/completions', headers: { 'content-type': 'application/json', 'x-request-id': `big-${i}` }, body, contextExtensions: { protocol: 'openai' } }, fresh) };
+    });
+    for (const c of calls) {
+      const res = await c.p;
+      if (c.model === allowed) expectAllowed(res, allowed);
+      else expectModelDenied(res, 'gpt-4.1');
+    }
   });
 });

@@ -17,7 +17,7 @@ function reference(bytes: Uint8Array): { ok: true; doc: unknown } | { ok: false 
   }
 }
 
-/** The contract: a model or absence only when JSON.parse says exactly the same. */
+/** The scanner's rule: a model or absence only when JSON.parse says exactly the same. */
 function expectAgrees(bytes: Uint8Array, r: JsonModelScan): void {
   if (r.kind === 'refused') return;
   const ref = reference(bytes);

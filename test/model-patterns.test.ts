@@ -1,4 +1,4 @@
-/** Allowed-model patterns (SPEC §4): validation for the console, qualification and matching. */
+/** Allowed-model patterns (docs/models.md): validation for the console, qualification and matching. */
 import { describe, expect, it } from 'vitest';
 import type { Family } from '../src/core/family.ts';
 import { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from '../src/core/model/patterns.ts';

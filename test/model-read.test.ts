@@ -72,7 +72,7 @@ describe('OpenAI SDK requests', () => {
 
   it('listing models names no model: uncertain for a restricted key', async () => {
     const req = await capture((f) => openai(f).models.list());
-    expect(read(req, 'openai')).toEqual({ kind: 'uncertain', reason: expect.stringContaining('does not name a model') });
+    expect(read(req, 'openai')).toEqual({ kind: 'uncertain', reason: expect.stringContaining('takes no model') });
   });
 
   it('a file upload (multipart without model) is uncertain', async () => {
@@ -140,7 +140,7 @@ describe('dispatch', () => {
   it.each<[string, Captured, Family, boolean, string]>([
     ['no body on POST', post('/v1/chat/completions', undefined), 'openai', false, 'no request body reached'],
     ['empty body', post('/v1/chat/completions', ''), 'openai', false, 'no request body reached'],
-    ['GET without a model', { method: 'GET', path: '/v1/files', contentType: undefined, body: undefined }, 'openai', false, 'does not name a model'],
+    ['GET without a model', { method: 'GET', path: '/v1/files', contentType: undefined, body: undefined }, 'openai', false, 'takes no model'],
     ['truncated JSON, even with the model first', post('/v1/chat/completions', '{"model":"openai/gpt-4o","messages":[{"role":"user","content":"aaa'), 'openai', true, 'larger than the gateway reads'],
     ['truncated but complete-looking JSON', post('/v1/chat/completions', '{"model":"openai/gpt-4o"}'), 'openai', true, 'larger than the gateway reads'],
     ['truncated multipart', post('/v1/audio/transcriptions', '--b\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n--b--', 'multipart/form-data; boundary=b'), 'openai', true, 'larger than the gateway reads'],
@@ -155,8 +155,8 @@ describe('dispatch', () => {
     ['long invalid model name, truncated', post('/v1/chat/completions', JSON.stringify({ model: 'x'.repeat(300) })), 'openai', false, `"${'x'.repeat(128)}…"`],
     ['Google body naming another model', post('/v1beta/models/gemini-2.0-flash:generateContent', '{"model":"models/gemini-ultra"}'), 'google', false, 'different model than the request path'],
     ['Google body with a look-alike key', post('/v1beta/models/gemini-2.0-flash:generateContent', '{"Model":"models/gemini-ultra"}'), 'google', false, 'different model'],
-    ['Google path at an OpenAI entry', post('/v1beta/models/gemini-ultra:generateContent', '{"model":"openai/gpt-4o-mini"}'), 'openai', false, 'the Google way'],
-    ['Google listing', { method: 'GET', path: '/v1beta/models', contentType: undefined, body: undefined }, 'google', false, 'does not name a model'],
+    ['Google path at an OpenAI entry', post('/v1beta/models/gemini-ultra:generateContent', '{"model":"openai/gpt-4o-mini"}'), 'openai', false, 'endpoint keygate does not know'],
+    ['Google listing', { method: 'GET', path: '/v1beta/models', contentType: undefined, body: undefined }, 'google', false, 'takes no model'],
   ])('uncertain: %s', (_n, req, family, bodyTruncated, says) => {
     const r = readModel({ ...req, family, bodyTruncated });
     expect(r.kind).toBe('uncertain');

@@ -1,16 +1,19 @@
 /**
- * SPEC §6 on a standalone Redis: every change the console can make is seen on the very next request
+ * Propagation on a standalone Redis: every change the console can make is seen on the very next request
  * by two sidecars sharing one Redis while they answer from their caches; coalescing and bounds of
- * the cache; outages (Redis killed mid-load, links killed) and recovery without a restart.
+ * the cache; outages (Redis killed mid-load, links killed) and recovery without a restart; the
+ * staleness bound for what Redis cannot announce (a link dead without FIN/RST, SWAPDB).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { generateKey } from '../src/keys/format.ts';
-import { KeyField, schema } from '../src/schema/redis-schema.ts';
+import { encodeModels, KeyField, schema } from '../src/schema/redis-schema.ts';
+import { startBlackholeProxy } from './helpers/redis-blackhole.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey, setAccountStatus } from './helpers/seed.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startSharedPair, startTestSidecar, waitFor, waitTracking, warmAllow, type SharedPair, type TestSidecar } from './helpers/sidecars.ts';
 import type { EnvoyRequest } from './helpers/envoy-client.ts';
+import { changeSeenAtOnce } from './helpers/propagation.ts';
 
 const s = schema();
 const TRIALS = 8;
@@ -21,39 +24,8 @@ async function commandCalls(db: Redis, cmd: string): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-/**
- * Fires checks continuously (4 in flight per sidecar) while `mutate` runs; every check sent after
- * `mutate` resolved must answer `expected`, and so must the first one sent right after.
- */
-async function changeSeenAtOnce(sidecars: TestSidecar[], req: EnvoyRequest, mutate: () => Promise<unknown>, expected: string): Promise<void> {
-  let after = false;
-  let stop = false;
-  const violations: string[] = [];
-  const seenAfter = sidecars.map(() => 0);
-  const loops = sidecars.flatMap((sc, i) =>
-    Array.from({ length: 4 }, async () => {
-      while (!stop) {
-        const sentAfter = after;
-        const got = outcomeOf(await sc.client.check(req));
-        if (sentAfter) {
-          seenAfter[i]!++;
-          if (got !== expected) violations.push(`sidecar ${i}: ${got}`);
-        }
-      }
-    }),
-  );
-  await new Promise((r) => setTimeout(r, 5));
-  await mutate();
-  after = true;
-  const next = await Promise.all(sidecars.map((sc) => sc.client.check(req)));
-  await waitFor(() => seenAfter.every((n) => n >= 4), 'checks after the change');
-  stop = true;
-  await Promise.all(loops);
-  expect(next.map(outcomeOf)).toEqual(sidecars.map(() => expected));
-  expect(violations).toEqual([]);
-}
-
 describe('two sidecars sharing one standalone Redis', () => {
+  let pair: SharedPair;
   let redis: RedisServer;
   let db: Redis;
   let a: TestSidecar;
@@ -61,17 +33,12 @@ describe('two sidecars sharing one standalone Redis', () => {
   let both: TestSidecar[];
 
   beforeAll(async () => {
-    redis = await startRedis();
-    db = redis.client();
-    [a, b] = await Promise.all([startTestSidecar(redis.url), startTestSidecar(redis.url)]);
+    pair = await startSharedPair({ stalenessBoundMs: 10_000 }); // round-trip counts must not depend on heartbeat timing under load; the bound has its own tests below
+    ({ redis, db, a, b } = pair);
     both = [a, b];
-    await waitTracking(a, b);
   });
 
-  afterAll(async () => {
-    await Promise.all([a?.close(), b?.close()]);
-    await destroyRedis(redis);
-  });
+  afterAll(() => pair?.close());
 
   async function warm(req: EnvoyRequest, expected: string) {
     for (const sc of both) {
@@ -119,7 +86,7 @@ describe('two sidecars sharing one standalone Redis', () => {
       const k = await seedKey(db, s);
       const req = chatRequest(k.key, 'openai/gpt-4o');
       await warm(req, 'allow');
-      await changeSeenAtOnce(both, req, () => db.hset(s.keyRecord(k.digest), KeyField.models, JSON.stringify(['openai/gpt-4o-mini'])), 'MODEL_NOT_ALLOWED');
+      await changeSeenAtOnce(both, req, () => db.hset(s.keyRecord(k.digest), KeyField.models, encodeModels(['openai/gpt-4o-mini'])), 'MODEL_NOT_ALLOWED');
     }
   });
 
@@ -305,3 +272,100 @@ describe('serveCachedDuringOutage', () => {
     }
   });
 });
+
+/** Default staleness bound (`KEYGATE_STALENESS_BOUND_MS`). */
+const BOUND_MS = 250;
+
+/**
+ * Sends checks one after another for `forMs` from `t0` and returns when each was sent and what it
+ * got. A decision is made after its request was sent, so an allow sent at `t0 + BOUND_MS` or later
+ * was decided at least the bound after `t0`.
+ */
+async function checksFrom(sc: TestSidecar, key: string, t0: number, forMs: number): Promise<Array<{ at: number; outcome: string }>> {
+  const seen: Array<{ at: number; outcome: string }> = [];
+  while (Date.now() - t0 < forMs) {
+    const at = Date.now() - t0;
+    seen.push({ at, outcome: outcomeOf(await sc.client.check(chatRequest(key), 10_000)) });
+  }
+  return seen;
+}
+
+describe(`staleness bound (${BOUND_MS} ms by default) for what Redis does not announce`, () => {
+  it('a link that dies silently (no FIN, no RST) stops cached answers within the bound and drops the cache', async () => {
+    const redis = await startRedis();
+    const proxy = await startBlackholeProxy(redis.port).catch(async (err) => {
+      await destroyRedis(redis);
+      throw err;
+    });
+    let sc: TestSidecar | undefined;
+    try {
+      sc = await startTestSidecar(proxy.url, { redisTimeoutMs: 300, stalenessBoundMs: BOUND_MS });
+      await waitTracking(sc);
+      const db = redis.client(); // straight to Redis, not through the proxy
+      const k = await seedSettled(sc, db);
+      await warmAllow(sc, k.key);
+      const flushes = sc.sidecar.store.stats().flushes;
+      const t0 = Date.now();
+      proxy.blackhole();
+      await db.hset(s.keyRecord(k.digest), KeyField.status, 'revoked'); // its invalidation is lost in the hole
+      const seen = await checksFrom(sc, k.key, t0, 1500);
+      const lastAllow = Math.max(-1, ...seen.filter((x) => x.outcome === 'allow').map((x) => x.at));
+      console.log(`silent link death: last cached allow sent ${lastAllow} ms after the link died (bound ${BOUND_MS} ms)`);
+      const late = seen.filter((x) => x.at >= BOUND_MS);
+      expect(late.length).toBeGreaterThan(0);
+      expect(late.filter((x) => x.outcome === 'allow')).toEqual([]);
+      expect(sc.sidecar.store.stats().flushes).toBeGreaterThan(flushes);
+      expect(sc.sidecar.store.stats().tracking).toBe(false);
+      // The network heals: the sidecar reconnects by itself and sees the revoke.
+      proxy.heal();
+      await waitTracking(sc);
+      expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('INVALID_API_KEY');
+    } finally {
+      await sc?.close();
+      await proxy.close();
+      await destroyRedis(redis);
+    }
+  });
+
+  it('SWAPDB to a copy of the data where the key is revoked (not announced by Redis) is seen within the bound', async () => {
+    const redis = await startRedis();
+    let sc: TestSidecar | undefined;
+    const db1 = new Redis({ port: redis.port, host: '127.0.0.1', db: 1 });
+    db1.on('error', () => {});
+    try {
+      sc = await startTestSidecar(redis.url, { stalenessBoundMs: BOUND_MS });
+      await waitTracking(sc);
+      const db = redis.client();
+      const k = await seedSettled(sc, db);
+      await seedKey(db1, s, { key: k.key, account: k.account, status: 'revoked' });
+      await warmAllow(sc, k.key);
+      const t0 = Date.now();
+      await db.swapdb(0, 1);
+      const seen = await checksFrom(sc, k.key, t0, 800);
+      const lastAllow = Math.max(-1, ...seen.filter((x) => x.outcome === 'allow').map((x) => x.at));
+      console.log(`SWAPDB: last cached allow sent ${lastAllow} ms after the swap (bound ${BOUND_MS} ms)`);
+      const late = seen.filter((x) => x.at >= BOUND_MS);
+      expect(late.length).toBeGreaterThan(0);
+      expect(late.filter((x) => x.outcome === 'allow')).toEqual([]);
+      await waitTracking(sc);
+      expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('INVALID_API_KEY');
+      // Swapped back: the original data (key active) is seen again, and caching resumes.
+      await db.swapdb(0, 1);
+      await waitFor(async () => outcomeOf(await sc!.client.check(chatRequest(k.key))) === 'allow', 'swap back seen', 5000);
+      await waitTracking(sc);
+      await warmAllow(sc, k.key);
+    } finally {
+      db1.disconnect();
+      await sc?.close();
+      await destroyRedis(redis);
+    }
+  });
+});
+
+/** Seeds a key and waits until the sidecar has received the invalidation of that write. */
+async function seedSettled(sc: TestSidecar, db: Redis) {
+  const inv = sc.sidecar.store.stats().invalidations;
+  const k = await seedKey(db, s);
+  await waitFor(() => sc.sidecar.store.stats().invalidations > inv, 'invalidation of the seeded record');
+  return k;
+}

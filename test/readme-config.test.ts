@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ENV, loadConfig, type Config } from '../src/config.ts';
+import { CONSOLE_ENV, loadConsoleApiConfig } from '../src/console-api/config.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('<!-- section: security -->'));
@@ -42,5 +43,33 @@ describe('README Configuration table', () => {
       expect(flags.has(row.flag.replace(/`/g, '')), `${k}: ${row.flag}`).toBe(true);
     }
     expect([...rows.values()].filter((r) => r.flag !== '').length).toBe(flags.size);
+  });
+});
+
+describe('README console settings table (keygate console)', () => {
+  const at = readme.indexOf('**Running it.** `keygate console');
+  const table = readme.slice(at, readme.indexOf('\n\n', readme.indexOf('| env |', at)));
+  const consoleRows = new Map(
+    table
+      .split('\n')
+      .filter((l) => /^\| `KEYGATE_CONSOLE_/.test(l))
+      .map((l) => {
+        const [env, def] = l.split('|').slice(1, 3).map((c) => c.trim());
+        return [/`(KEYGATE_CONSOLE_\w+)`/.exec(env!)![1]!, def!] as const;
+      }),
+  );
+
+  it('has exactly one row per console setting', () => {
+    expect(at).toBeGreaterThan(0);
+    expect([...consoleRows.keys()].sort()).toEqual(Object.values(CONSOLE_ENV).sort());
+  });
+
+  it('shows the real defaults', () => {
+    const defaults = loadConsoleApiConfig({}, {});
+    for (const [k, env] of Object.entries(CONSOLE_ENV)) {
+      const v = defaults[k as keyof typeof defaults];
+      if (v === undefined) expect(consoleRows.get(env), env).toMatch(/^\(/);
+      else expect(consoleRows.get(env), env).toBe(`\`${String(v)}\``);
+    }
   });
 });

@@ -1,24 +1,21 @@
 /**
  * Invalidation and failover on Sentinel and Cluster deployments of real processes: a revoke on the
  * master (Sentinel) or on each of three masters (Cluster) is seen on the next request, and after a
- * Sentinel failover the sidecar follows the new master, drops its cache and tracks there.
+ * Sentinel failover — the master killed, or a planned `SENTINEL FAILOVER` where the old master stays
+ * up as a replica — the sidecar follows the new master, drops its cache and tracks there.
  */
+import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { KeyConsole } from '../src/console/key-console.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { startSentinel, type SentinelDeployment } from './helpers/redis-sentinel.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, warmAllow, type TestSidecar } from './helpers/sidecars.ts';
 
 const s = schema();
-
-async function warmAllow(sc: TestSidecar, key: string): Promise<void> {
-  expect(outcomeOf(await sc.client.check(chatRequest(key)))).toBe('allow');
-  const hits = sc.sidecar.store.stats().hits;
-  expect(outcomeOf(await sc.client.check(chatRequest(key)))).toBe('allow');
-  expect(sc.sidecar.store.stats().hits).toBeGreaterThan(hits);
-}
 
 describe('Sentinel', () => {
   let dep: SentinelDeployment;
@@ -37,6 +34,22 @@ describe('Sentinel', () => {
     await dep?.destroy();
   });
 
+  it('money operations through Sentinel: a wallet emptied and credited is seen on the next request', async () => {
+    const kc = new KeyConsole({ redis: dep.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    try {
+      const k = await kc.createKey({ account: 'acct-sentinel', name: 's', limit: { amountMicros: 1_000, period: 'day' } });
+      await kc.creditAccount('acct-sentinel', 300, 'seed');
+      await warmAllow(sc, k.key);
+      await Promise.all(Array.from({ length: 30 }, (_, j) => kc.recordUsage({ keyId: k.id, amountMicros: 10, requestId: `s-${j}` })));
+      expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('INSUFFICIENT_BALANCE');
+      await kc.creditAccount('acct-sentinel', 1, 'more');
+      expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('allow');
+      expect((await kc.getKeyView(k.id)).usage.spend.totalMicros).toBe(300);
+    } finally {
+      await kc.close();
+    }
+  });
+
   it('sees a revoke on the next request; after failover follows the new master, drops the cache and tracks there', async () => {
     const [k1, k2, k3] = [await seedKey(db, s), await seedKey(db, s), await seedKey(db, s)];
     await db.wait(1, 5000);
@@ -53,10 +66,15 @@ describe('Sentinel', () => {
     expect(outcomeOf(await sc.client.check(chatRequest(k2.key)))).toBe('AUTH_UNAVAILABLE');
     expect(Date.now() - t0).toBeLessThan(3000);
     await failover;
+    // Right after the switch: a revoke on the new master is seen on the next request.
+    db = dep.master.client();
+    await db.hset(s.keyRecord(k3.digest), KeyField.status, 'revoked');
+    expect(outcomeOf(await sc.client.check(chatRequest(k3.key)))).not.toBe('allow');
     await waitTracking(sc);
     expect(sc.sidecar.store.stats().flushes).toBeGreaterThan(flushes);
+    expect(outcomeOf(await sc.client.check(chatRequest(k3.key)))).toBe('INVALID_API_KEY');
+    await db.hset(s.keyRecord(k3.digest), KeyField.status, 'active');
 
-    db = dep.master.client();
     expect(outcomeOf(await sc.client.check(chatRequest(k1.key)))).toBe('INVALID_API_KEY');
     await warmAllow(sc, k2.key);
     await warmAllow(sc, k3.key);
@@ -66,6 +84,67 @@ describe('Sentinel', () => {
     await setAccountStatus(db, s, k3.account, 'disabled');
     expect(outcomeOf(await sc.client.check(chatRequest(k3.key)))).toBe('USER_BLOCKED');
   });
+});
+
+describe('Sentinel planned failover (SENTINEL FAILOVER: the old master stays up and becomes a replica)', () => {
+  let dep: SentinelDeployment;
+  let a: TestSidecar;
+  let b: TestSidecar;
+
+  beforeAll(async () => {
+    dep = await startSentinel();
+    [a, b] = await Promise.all([startTestSidecar(dep.url, { redisTimeoutMs: 500 }), startTestSidecar(dep.url, { redisTimeoutMs: 500 })]);
+    await waitTracking(a, b);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await dep?.destroy();
+  });
+
+  it('after the switch, a revoke on the new master is seen on the next request at every sidecar', async () => {
+    let db = dep.master.client();
+    const [k1, k2] = [await seedKey(db, s), await seedKey(db, s)];
+    await db.wait(1, 5000);
+    for (const sc of [a, b]) {
+      await warmAllow(sc, k1.key);
+      await warmAllow(sc, k2.key);
+    }
+    const flushes = [a, b].map((sc) => sc.sidecar.store.stats().flushes);
+    await dep.switchover();
+    const switched = Date.now();
+    db = dep.master.client();
+    await db.hset(s.keyRecord(k1.digest), KeyField.status, 'revoked');
+    // The next request at each sidecar: no cached allow from the demoted node (503 while reconnecting is fine).
+    for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k1.key)))).not.toBe('allow');
+    await waitTracking(a, b);
+    console.log(`planned failover: tracking on the new master ${Date.now() - switched} ms after the sentinel switched`);
+    for (const [i, sc] of [a, b].entries()) {
+      expect(sc.sidecar.store.stats().flushes).toBeGreaterThan(flushes[i]!);
+      expect(outcomeOf(await sc.client.check(chatRequest(k1.key)))).toBe('INVALID_API_KEY');
+      await warmAllow(sc, k2.key);
+    }
+    // Tracking is on the new master: its writes are seen on the next request.
+    await db.hset(s.keyRecord(k2.digest), KeyField.status, 'revoked');
+    for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k2.key)))).toBe('INVALID_API_KEY');
+  });
+});
+
+describe('Sentinel test deployment', () => {
+  it('a setup that fails halfway stops every process it started', async () => {
+    const children = () =>
+      execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' })
+        .split('\n')
+        .filter((l) => l.includes('redis'));
+    const before = children();
+    // Master and replica start; the sentinel refuses its configuration and exits.
+    const started = startSentinel({ sentinelConfig: ['no-such-directive yes'] }).then(async (d) => {
+      await d.destroy(); // (had it started after all)
+      return d;
+    });
+    await expect(started).rejects.toThrow(/sentinel exited/);
+    expect(children()).toEqual(before);
+  }, 60_000);
 });
 
 describe('Cluster (three masters)', () => {
@@ -118,6 +197,41 @@ describe('Cluster (three masters)', () => {
     }
   });
 
+  it('money operations run as single-slot scripts: the wallet and limits are seen on the next request', async () => {
+    const kc = new KeyConsole({ redis: dep.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    try {
+      // Accounts on every master (their money records share the slot of `{account}`).
+      const seen = new Set<number>();
+      for (let i = 0; seen.size < dep.nodes.length && i < 200; i++) {
+        const account = `acct-cl-${i}`;
+        const node = await dep.nodeOf(s.gate(account));
+        if (seen.has(node.port)) continue;
+        seen.add(node.port);
+        for (const key of [s.wallet(account), s.credits(account), s.keySpend(account, 'key_x'), s.usageLog(account), s.usageRequest(account, 'r')]) {
+          expect(await dep.nodeOf(key)).toBe(node);
+        }
+        const k = await kc.createKey({ account, name: 'cl', limit: { amountMicros: 500, period: 'month' } });
+        await kc.creditAccount(account, 500, 'seed');
+        for (const sc of [a, b]) await warmAllow(sc, k.key);
+        await Promise.all(Array.from({ length: 20 }, (_, j) => kc.recordUsage({ keyId: k.id, amountMicros: 25, requestId: `r-${j}` })));
+        for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('INSUFFICIENT_BALANCE');
+        await kc.creditAccount(account, 10_000, 'more');
+        for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('KEY_LIMIT_EXCEEDED');
+        await kc.setKeyLimit(k.id, null);
+        for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('allow');
+        expect((await kc.accountInfo(account)).wallet.balance_micros).toBe(10_000);
+        await a.sidecar.usage!.flush();
+        await b.sidecar.usage!.flush();
+        const v = await kc.getKeyView(k.id);
+        expect(v.usage.spend.totalMicros).toBe(500);
+        expect(v.usage.requests.today).toBeGreaterThanOrEqual(6);
+      }
+      expect(seen.size).toBe(dep.nodes.length);
+    } finally {
+      await kc.close();
+    }
+  });
+
   it('a master going away drops the cache (fail closed for its slots); back, tracking resumes', async () => {
     const db = dep.client() as unknown as Redis;
     const victim = dep.nodes[2]!;
@@ -125,9 +239,9 @@ describe('Cluster (three masters)', () => {
     let elsewhere: SeededKey | undefined;
     while (!onVictim || !elsewhere) {
       const k = await seedKey(db, s);
-      const [keyNode, acctNode] = [await dep.nodeOf(s.keyRecord(k.digest)), await dep.nodeOf(s.account(k.account))];
+      const [keyNode, acctNode, gateNode] = [await dep.nodeOf(s.keyRecord(k.digest)), await dep.nodeOf(s.account(k.account)), await dep.nodeOf(s.gate(k.account))];
       if (keyNode === victim) onVictim ??= k;
-      else if (acctNode !== victim) elsewhere ??= k;
+      else if (acctNode !== victim && gateNode !== victim) elsewhere ??= k;
     }
     await warmAllow(a, elsewhere.key);
     const flushes = a.sidecar.store.stats().flushes;

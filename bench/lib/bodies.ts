@@ -1,12 +1,12 @@
 /**
  * Envoy-shaped CheckRequest bodies for the load generators, encoded with Envoy's own protos
- * (`src/transport/grpc/protos.ts`) and framed for gRPC (1 byte compressed flag, 4 bytes length).
+ * (`src/transport/grpc-js/protos.ts`) and framed for gRPC (1 byte compressed flag, 4 bytes length).
  * Keys are spliced into a prebuilt frame at a fixed offset, so a load generator can send a
  * different key per request without encoding protobuf on its hot path.
  */
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { authorizationService } from '../../src/transport/grpc/protos.ts';
+import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
 import { BASE62, base62Fixed, CHECKSUM_CHARS, RANDOM_CHARS } from '../../src/keys/format.ts';
 
 export const CHECK_PATH = '/envoy.service.auth.v3.Authorization/Check';

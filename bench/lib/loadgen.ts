@@ -1,7 +1,7 @@
 /**
  * A small closed-loop gRPC load generator on node:http2, for what h2load cannot do: a different key
  * on every request (cold keys, key floods, cache warm-up). Runs in its own process:
- *   node bench/lib/loadgen.ts '<json LoadSpec>'   → prints one JSON LoadResult line on stdout
+ *   scripts/node bench/lib/loadgen.ts '<json LoadSpec>'   → prints one JSON LoadResult line on stdout
  * Every response's grpc-status is counted; every `sampleEvery`-th body is decoded for allow/deny.
  */
 import * as http2 from 'node:http2';

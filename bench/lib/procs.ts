@@ -22,8 +22,9 @@ export interface Target {
   stop(): Promise<void>;
 }
 
-export async function startTarget(name: string, kind: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<Target> {
-  const child: ChildProcess = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...nodeArgs, TARGET, kind], {
+/** `targetScript`: another tree's `bench/lib/target.ts` (e.g. a checkout before a change, for a baseline). */
+export async function startTarget(name: string, kind: string, env: Record<string, string> = {}, nodeArgs: string[] = [], targetScript = TARGET): Promise<Target> {
+  const child: ChildProcess = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...nodeArgs, targetScript, kind], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     env: { ...process.env, KEYGATE_LOG_LEVEL: 'info', ...env },
   });
@@ -38,6 +39,11 @@ export async function startTarget(name: string, kind: string, env: Record<string
       reject(new Error(`target ${name} exited ${code} before listening`));
     });
   });
+  return childTarget(name, child, port, pid);
+}
+
+/** A target around a child process already listening on `port`. */
+export function childTarget(name: string, child: ChildProcess, port: number, pid: number): Target {
   return {
     name,
     port,
@@ -54,6 +60,7 @@ export async function startTarget(name: string, kind: string, env: Record<string
       return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
     },
     gc() {
+      if (!child.send) return Promise.resolve(undefined);
       return new Promise<NodeJS.MemoryUsage | undefined>((resolve) => {
         const t = setTimeout(() => resolve(undefined), 10_000);
         const on = (m: { gcDone?: boolean; usage?: NodeJS.MemoryUsage }) => {

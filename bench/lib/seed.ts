@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { keyDigest } from '../../src/keys/format.ts';
-import { KeyField, SCHEMA_VERSION, type Schema } from '../../src/schema/redis-schema.ts';
+import { encodeKeyRecord, type Schema } from '../../src/schema/redis-schema.ts';
 import { fastKeys } from './bodies.ts';
 
 export interface SeedSpec {
@@ -25,24 +25,34 @@ export async function seedKeys(redis: Redis, s: Schema, spec: SeedSpec): Promise
   for (let from = 0; from < keys.length; from += BATCH) {
     const p = redis.pipeline();
     for (let i = from; i < Math.min(keys.length, from + BATCH); i++) {
-      const fields: string[] = [
-        KeyField.version,
-        SCHEMA_VERSION,
-        KeyField.id,
-        `key_${spec.tag}${String(i).padStart(16, '0')}`,
-        KeyField.account,
-        `acct-bench-${i % spec.accounts}`,
-        KeyField.status,
-        'active',
-        KeyField.name,
-        'bench',
-      ];
-      if (spec.models) fields.push(KeyField.models, JSON.stringify(spec.models));
+      const fields = encodeKeyRecord({
+        id: `key_${spec.tag}${String(i).padStart(16, '0')}`,
+        account: `acct-bench-${i % spec.accounts}`,
+        name: 'bench',
+        models: spec.models ?? null,
+        expiresAt: null,
+      });
       p.hset(s.keyRecord(keyDigest(keys[i]!)), ...fields);
     }
     await p.exec();
   }
   return keys;
+}
+
+/** One key (active unless told) on an account of its own (`acct-<tag>`): for trials that change the account. */
+export async function seedOne(
+  redis: Redis,
+  s: Schema,
+  prefix: string,
+  tag: string,
+  o: { status?: 'active' | 'revoked'; models?: string[] } = {},
+): Promise<{ key: string; digest: string; account: string }> {
+  const [key] = fastKeys(prefix, 1);
+  const digest = keyDigest(key!);
+  const account = `acct-${tag}`;
+  const record = { id: `key_${tag.padStart(16, '0')}`, account, name: 'bench', status: o.status, models: o.models ?? null, expiresAt: null };
+  await redis.hset(s.keyRecord(digest), ...encodeKeyRecord(record));
+  return { key: key!, digest, account };
 }
 
 /** One key a line, fixed width (the load generator indexes by line). */

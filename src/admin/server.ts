@@ -1,5 +1,5 @@
 /**
- * The admin port (SPEC §5): `/healthz` (the process is up), `/readyz` (the store is reachable and
+ * The admin port: `/healthz` (the process is up), `/readyz` (the store is reachable and
  * the sidecar is not draining) and `/metrics` (Prometheus). Plain node:http; GET and HEAD only.
  * Probes and scrapes, never keys: nothing here reads a request header or body.
  */
@@ -14,6 +14,8 @@ export interface Readiness {
   readonly store: boolean;
   /** Shutdown has begun: traffic should move elsewhere. */
   readonly draining: boolean;
+  /** Why not ready, in words (`/readyz` body). */
+  readonly reason?: string;
 }
 
 export interface AdminOptions {
@@ -81,7 +83,7 @@ export class AdminServer {
       case '/readyz': {
         const r = this.#opts.readiness();
         const ready = r.store && !r.draining;
-        send(res, ready ? 200 : 503, JSON_TYPE, `${JSON.stringify({ ready, store: r.store, draining: r.draining })}\n`);
+        send(res, ready ? 200 : 503, JSON_TYPE, `${JSON.stringify({ ready, store: r.store, draining: r.draining, ...(ready || !r.reason ? {} : { reason: r.reason }) })}\n`);
         return;
       }
       case '/metrics':

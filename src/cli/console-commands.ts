@@ -1,36 +1,46 @@
 /**
- * Console commands of the CLI (SPEC §5), on the console library:
- *   keys create --account ID --name NAME [--models a,b] [--expires ISO-8601] [--json]
- *   keys list --account ID [--json]          keys reveal KEY_ID [--json]
+ * Console commands of the CLI, on the console library:
+ *   keys create --account ID --name NAME [--models a,b] [--expires ISO-8601] [--limit AMOUNT --limit-period P] [--json]
+ *   keys list --account ID [--json]          keys show KEY_ID [--json]      keys reveal KEY_ID [--json]
  *   keys update KEY_ID [--name NAME] [--models a,b | --all-models] [--expires ISO-8601 | --no-expiry]
- *   keys revoke KEY_ID                       accounts disable|enable ID
+ *                      [--limit AMOUNT --limit-period P | --no-limit]
+ *   keys revoke KEY_ID                       accounts show|disable|enable ID
+ *   accounts credit ID --amount AMOUNT --reference REF
+ *   usage record --key KEY_ID --amount AMOUNT --request-id ID [--model M]
+ *   usage export --since ISO-8601 [--until ISO-8601] [--account ID]   (JSON lines)
  * Every command takes --redis URL (else REDIS_URL) and --json (one JSON object on stdout).
  * Bad input: one line on stderr, non-zero exit, nothing written (the library validates first).
  */
 import { Option, type Command } from 'commander';
-import { loadConfig } from '../config.ts';
+import { loadConsoleConfig } from '../config.ts';
 import { ConsoleError } from '../console/errors.ts';
-import { KeyConsole, type KeyUpdate } from '../console/key-console.ts';
-import { parseModelList } from '../console/validate.ts';
+import { KeyConsole, type KeyUpdate, type KeyView } from '../console/key-console.ts';
+import { CLI_ACTOR, ManagementConsole } from '../console/management.ts';
+import { parseIsoInstant, parseModelList } from '../console/validate.ts';
+import { accountJson, creditJson, keyJson, keyRecordJson, usageEntryJson, usageJson } from '../console/views.ts';
+import { formatAmount, LIMIT_PERIODS, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 
-interface Common {
+export interface Common {
   redis?: string;
   json?: boolean;
 }
 
-function common(cmd: Command): Command {
+export function common(cmd: Command): Command {
   return cmd
     .option('--redis <url>', 'Redis URL (env REDIS_URL; default redis://127.0.0.1:6379)')
     .option('--json', 'print one JSON object instead of text');
 }
 
-/** Opens the console on the configured Redis, runs `fn`, always closes; store faults get one clear line. */
-async function withConsole<T>(o: Common, fn: (kc: KeyConsole) => Promise<T>): Promise<T> {
-  const config = loadConfig({ redisUrl: o.redis });
-  const kc = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
+/**
+ * Opens the console on the configured Redis, runs `fn`, always closes; store faults get one clear
+ * line. Changes and reveals go through the management layer, so they are audited (actor `cli`).
+ */
+export async function withConsole<T>(o: Common, fn: (mc: ManagementConsole) => Promise<T>): Promise<T> {
+  const config = loadConsoleConfig({ redisUrl: o.redis });
+  const kc = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet });
   try {
-    return await fn(kc);
+    return await fn(new ManagementConsole(kc));
   } catch (err) {
     if (err instanceof ConsoleError) throw err;
     const cause = kc.lastRedisError ?? err;
@@ -40,29 +50,34 @@ async function withConsole<T>(o: Common, fn: (kc: KeyConsole) => Promise<T>): Pr
   }
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
 /** The JSON form of a key record (snake_case, ISO-8601 times, never plaintext). */
-export function recordJson(r: KeyRecord): Record<string, unknown> {
-  return {
-    id: r.id,
-    account: r.account,
-    name: r.name,
-    status: r.status,
-    models: r.models,
-    expires_at: iso(r.expiresAt),
-    created_at: iso(r.createdAt),
-    updated_at: iso(r.updatedAt),
-    revoked_at: iso(r.revokedAt),
-    hint: r.hint,
-  };
+export const recordJson: (r: KeyRecord) => Record<string, unknown> = keyRecordJson;
+
+/** `AMOUNT` of the CLI: a positive decimal with at most 6 decimals → micro-units. */
+export function amountArg(text: string, what = '--amount'): number {
+  const micros = parseAmount(text);
+  if (micros === null) {
+    throw new ConsoleError('INVALID_INPUT', `${what} ${JSON.stringify(text.slice(0, 40))} is not a positive amount: digits with at most 6 decimals, e.g. 12.50 or 0.000001`);
+  }
+  return micros;
 }
 
-function out(line: string): void {
+function limitArgs(amount: string | undefined, period: string | undefined): KeyLimit | undefined {
+  if (amount === undefined && period === undefined) return undefined;
+  if (amount === undefined || period === undefined) throw new ConsoleError('INVALID_INPUT', '--limit and --limit-period go together');
+  if (!(LIMIT_PERIODS as readonly string[]).includes(period)) throw new ConsoleError('INVALID_INPUT', `--limit-period must be one of ${LIMIT_PERIODS.join(', ')}`);
+  return { amountMicros: amountArg(amount, '--limit'), period: period as LimitPeriod };
+}
+
+const limitText = (v: KeyView) => (v.usage.limit === null ? 'none' : `${formatAmount(v.usage.limit.amountMicros)}/${v.usage.limit.period}`);
+const spendText = (v: KeyView) =>
+  `${formatAmount(v.usage.spend.periodMicros)}${v.usage.limit ? ` of ${formatAmount(v.usage.limit.amountMicros)}` : ''} this ${v.usage.spend.period === 'total' ? 'lifetime' : v.usage.spend.period}`;
+
+export function out(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function json(value: unknown): void {
+export function json(value: unknown): void {
   out(JSON.stringify(value));
 }
 
@@ -79,6 +94,11 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
+/** The status a user cares about: an active key past its expiry is refused, so it shows as `expired`. */
+export function shownStatus(r: KeyRecord, nowMs = Date.now()): string {
+  return r.status === 'active' && r.expiresAt !== null && r.expiresAt <= nowMs ? 'expired' : r.status;
+}
+
 const clip = (s: string, n: number) => ([...s].length > n ? `${[...s].slice(0, n - 1).join('')}…` : s);
 
 export function registerConsoleCommands(program: Command): void {
@@ -92,12 +112,15 @@ export function registerConsoleCommands(program: Command): void {
       .requiredOption('--account <id>', 'owning account id')
       .requiredOption('--name <name>', `display name (1-128 characters)`)
       .option('--models <list>', 'allowed models, comma-separated: provider/model, provider/* or * (default: all)')
-      .option('--expires <iso-8601>', 'expiry instant, e.g. 2026-12-31 or 2026-12-31T23:59:59Z (default: never)'),
-  ).action(async (o: Common & { account: string; name: string; models?: string; expires?: string }) => {
+      .option('--expires <iso-8601>', 'expiry instant, e.g. 2026-12-31 or 2026-12-31T23:59:59Z (default: never)')
+      .option('--limit <amount>', 'spend limit per period, e.g. 25.00 (with --limit-period)')
+      .option('--limit-period <period>', 'day, week (Monday to Sunday), month or total; periods reset at 00:00 UTC'),
+  ).action(async (o: Common & { account: string; name: string; models?: string; expires?: string; limit?: string; limitPeriod?: string }) => {
     const models = o.models === undefined ? undefined : parseModelList(o.models);
+    const limit = limitArgs(o.limit, o.limitPeriod);
     await withConsole(o, async (kc) => {
-      const created = await kc.createKey({ account: o.account, name: o.name, models, expiresAt: o.expires });
-      if (o.json) return json({ ...recordJson(created.record), key: created.key });
+      const created = await kc.createKey(CLI_ACTOR, { account: o.account, name: o.name, models, expiresAt: o.expires, limit });
+      if (o.json) return json({ ...keyJson(await kc.getKeyView(created.id)), key: created.key });
       out(`Created key ${created.id} for account ${created.record.account} (models: ${modelsText(created.record.models)}, expires: ${dateText(created.record.expiresAt, 'never')}).`);
       out(`Store it now; \`keygate keys reveal ${created.id}\` shows it again:`);
       out(created.key);
@@ -107,14 +130,43 @@ export function registerConsoleCommands(program: Command): void {
   common(keys.command('list').description("list an account's keys (never the plaintext)").requiredOption('--account <id>', 'account id')).action(
     async (o: Common & { account: string }) => {
       await withConsole(o, async (kc) => {
-        const list = await kc.listKeys(o.account);
-        if (o.json) return json({ account: o.account, keys: list.map(recordJson) });
+        const list = await kc.listKeyViews(o.account);
+        if (o.json) return json({ account: o.account, keys: list.map((r) => ({ ...keyJson(r), expired: shownStatus(r) === 'expired' })) });
         if (list.length === 0) return out(`No keys for account ${o.account}.`);
         out(
           table(
-            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED'],
-            list.map((r) => [r.id, clip(r.name, 40), r.status, r.hint, clip(modelsText(r.models), 40), dateText(r.expiresAt, 'never'), dateText(r.createdAt, '')]),
+            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'LIMIT'],
+            list.map((r) => [
+              r.id,
+              clip(r.name, 40),
+              shownStatus(r),
+              r.hint,
+              clip(modelsText(r.models), 40),
+              dateText(r.expiresAt, 'never'),
+              dateText(r.createdAt, ''),
+              dateText(r.usage.lastUsedAt, 'never'),
+              String(r.usage.requests.today),
+              formatAmount(r.usage.spend.periodMicros),
+              limitText(r),
+            ]),
           ),
+        );
+      });
+    },
+  );
+
+  common(keys.command('show').description('show a key: settings, last use, requests, spend and limit (never the plaintext)').argument('<key-id>', 'key id')).action(
+    async (keyId: string, o: Common) => {
+      await withConsole(o, async (kc) => {
+        const v = await kc.getKeyView(keyId);
+        if (o.json) return json(keyJson(v));
+        out(
+          [
+            `Key ${v.id} (${v.hint}) "${v.name}" of account ${v.account}: ${v.status}`,
+            `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
+            `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
+            `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+          ].join('\n'),
         );
       });
     },
@@ -123,7 +175,7 @@ export function registerConsoleCommands(program: Command): void {
   common(keys.command('reveal').description("print a key's plaintext again (needs KEYGATE_REVEAL_KEY)").argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
-        const r = await kc.revealKey(keyId);
+        const r = await kc.revealKey(CLI_ACTOR, keyId);
         if (o.json) return json({ id: r.id, key: r.key });
         out(r.key);
       });
@@ -139,33 +191,75 @@ export function registerConsoleCommands(program: Command): void {
       .addOption(new Option('--models <list>', 'allowed models, comma-separated (replaces the list)').conflicts('allModels'))
       .addOption(new Option('--all-models', 'allow every model').conflicts('models'))
       .addOption(new Option('--expires <iso-8601>', 'new expiry instant').conflicts('expiry'))
-      .addOption(new Option('--no-expiry', 'remove the expiry').conflicts('expires')),
-  ).action(async (keyId: string, o: Common & { name?: string; models?: string; allModels?: boolean; expires?: string; expiry?: boolean }) => {
+      .addOption(new Option('--no-expiry', 'remove the expiry').conflicts('expires'))
+      .option('--limit <amount>', 'new spend limit per period (with --limit-period)')
+      .option('--limit-period <period>', 'day, week, month or total')
+      .option('--no-limit', 'remove the spend limit'),
+  ).action(async (keyId: string, o: Common & { name?: string; models?: string; allModels?: boolean; expires?: string; expiry?: boolean; limit?: string | false; limitPeriod?: string }) => {
     const patch: { -readonly [K in keyof KeyUpdate]: KeyUpdate[K] } = {};
     if (o.name !== undefined) patch.name = o.name;
     if (o.models !== undefined) patch.models = parseModelList(o.models);
     if (o.allModels) patch.models = null;
     if (o.expires !== undefined) patch.expiresAt = o.expires;
     if (o.expiry === false) patch.expiresAt = null;
-    if (Object.keys(patch).length === 0) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give --name, --models, --all-models, --expires or --no-expiry');
+    if (o.limit === false) {
+      if (o.limitPeriod !== undefined) throw new ConsoleError('INVALID_INPUT', '--no-limit takes no --limit-period');
+      patch.limit = null;
+    } else {
+      const limit = limitArgs(o.limit, o.limitPeriod);
+      if (limit !== undefined) patch.limit = limit;
+    }
+    if (Object.keys(patch).length === 0) {
+      throw new ConsoleError('INVALID_INPUT', 'nothing to update: give --name, --models, --all-models, --expires, --no-expiry, --limit or --no-limit');
+    }
     await withConsole(o, async (kc) => {
-      const r = await kc.updateKey(keyId, patch);
-      if (o.json) return json(recordJson(r));
-      out(`Updated key ${r.id}: name ${JSON.stringify(r.name)}, models ${modelsText(r.models)}, expires ${dateText(r.expiresAt, 'never')}.`);
+      await kc.updateKey(CLI_ACTOR, keyId, patch);
+      const r = await kc.getKeyView(keyId);
+      if (o.json) return json(keyJson(r));
+      out(`Updated key ${r.id}: name ${JSON.stringify(r.name)}, models ${modelsText(r.models)}, expires ${dateText(r.expiresAt, 'never')}, limit ${limitText(r)}.`);
     });
   });
 
   common(keys.command('revoke').description('revoke a key: refused at once by every sidecar; cannot be undone').argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
-        const r = await kc.revokeKey(keyId);
+        const r = await kc.revokeKey(CLI_ACTOR, keyId);
         if (o.json) return json({ id: r.id, account: r.account, status: 'revoked', already_revoked: r.alreadyRevoked });
         out(r.alreadyRevoked ? `Key ${r.id} was already revoked.` : `Revoked key ${r.id}.`);
       });
     },
   );
 
-  const accounts = program.command('accounts').description('disable or enable every key of an account').showSuggestionAfterError(false);
+  const accounts = program.command('accounts').description("show an account, credit its wallet, disable or enable all of its keys").showSuggestionAfterError(false);
+
+  common(accounts.command('show').description("an account's status and wallet").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
+    await withConsole(o, async (kc) => {
+      const a = await kc.accountInfo(account);
+      if (o.json) return json(accountJson(a));
+      const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
+      out(`Account ${a.id}: ${a.status}; ${wallet}.`);
+    });
+  });
+
+  common(
+    accounts
+      .command('credit')
+      .description("add to the account's prepaid wallet (idempotent on --reference)")
+      .argument('<account-id>', 'account id')
+      .requiredOption('--amount <amount>', 'amount to add, e.g. 12.50')
+      .requiredOption('--reference <ref>', 'payment reference; the same reference is credited once'),
+  ).action(async (account: string, o: Common & { amount: string; reference: string }) => {
+    const amount = amountArg(o.amount);
+    await withConsole(o, async (kc) => {
+      const r = await kc.creditAccount(CLI_ACTOR, account, amount, o.reference);
+      if (o.json) return json(creditJson(r));
+      out(
+        r.credited
+          ? `Credited ${formatAmount(r.amountMicros)} to account ${r.account}; balance ${formatAmount(r.balanceMicros)}.`
+          : `Reference ${r.reference} was already credited (${formatAmount(r.amountMicros)}); nothing changed. Balance ${formatAmount(r.balanceMicros)}.`,
+      );
+    });
+  });
   for (const [verb, status] of [
     ['disable', 'disabled'],
     ['enable', 'active'],
@@ -177,11 +271,78 @@ export function registerConsoleCommands(program: Command): void {
         .argument('<account-id>', 'account id'),
     ).action(async (account: string, o: Common) => {
       await withConsole(o, async (kc) => {
-        const r = verb === 'disable' ? await kc.disableAccount(account) : await kc.enableAccount(account);
+        // A kill switch with a typo in the account id must not look like it worked: it still
+        // disables (the account may get keys later), but says on stderr that it has none.
+        if (verb === 'disable' && (await kc.listKeys(account)).length === 0) {
+          process.stderr.write(`keygate: warning: account ${account} has no keys; check the account id (disabled anyway)\n`);
+        }
+        const r = await kc.setAccountStatus(CLI_ACTOR, account, verb === 'disable' ? 'disabled' : 'active');
         if (o.json) return json({ account: r.account, status: r.status, changed: r.changed });
         const word = verb === 'disable' ? 'disabled' : 'enabled';
         out(r.changed ? `Account ${r.account} ${word}.` : `Account ${r.account} was already ${word}.`);
       });
     });
   }
+
+  const usage = program.command('usage').description('record the cost of a request; export the usage log').showSuggestionAfterError(false);
+
+  common(
+    usage
+      .command('record')
+      .description("book one request's cost: debits the wallet, adds to the key's spend, logs it (idempotent on --request-id)")
+      .requiredOption('--key <key-id>', 'the key id the request was allowed with (x-keygate-key-id)')
+      .requiredOption('--amount <amount>', 'cost, e.g. 0.0042')
+      .requiredOption('--request-id <id>', "the request's id; recording it again changes nothing")
+      .option('--model <model>', 'the model that ran')
+      .option('--input-tokens <n>', 'input tokens')
+      .option('--output-tokens <n>', 'output tokens'),
+  ).action(async (o: Common & { key: string; amount: string; requestId: string; model?: string; inputTokens?: string; outputTokens?: string }) => {
+    const amountMicros = amountArg(o.amount);
+    const count = (v: string | undefined, what: string) => {
+      if (v === undefined) return undefined;
+      if (!/^\d{1,15}$/.test(v)) throw new ConsoleError('INVALID_INPUT', `${what} must be a non-negative integer`);
+      return Number(v);
+    };
+    const input = {
+      keyId: o.key,
+      amountMicros,
+      requestId: o.requestId,
+      model: o.model,
+      inputTokens: count(o.inputTokens, '--input-tokens'),
+      outputTokens: count(o.outputTokens, '--output-tokens'),
+    };
+    await withConsole(o, async (kc) => {
+      const r = await kc.recordUsage(input);
+      if (o.json) {
+        return json(usageJson(r));
+      }
+      if (!r.booked) return out(`Request ${r.requestId} was already recorded; nothing changed.`);
+      const bal = r.balanceMicros === null ? 'no wallet' : `balance ${formatAmount(r.balanceMicros)}`;
+      out(`Recorded ${formatAmount(r.amountMicros)} for key ${r.keyId} (account ${r.account}); ${bal}.`);
+    });
+  });
+
+  common(
+    usage
+      .command('export')
+      .description('print the usage log as JSON lines, oldest first')
+      .requiredOption('--since <iso-8601>', 'first instant (inclusive)')
+      .option('--until <iso-8601>', 'last instant (exclusive; default: now)')
+      .option('--account <id>', 'one account only'),
+  ).action(async (o: Common & { since: string; until?: string; account?: string }) => {
+    const instant = (v: string, what: string) => {
+      try {
+        return parseIsoInstant(v);
+      } catch {
+        throw new ConsoleError('INVALID_INPUT', `${what} is not an ISO-8601 instant, e.g. 2026-11-01 or 2026-11-01T00:00:00Z`);
+      }
+    };
+    const since = instant(o.since, '--since');
+    const until = o.until === undefined ? undefined : instant(o.until, '--until');
+    await withConsole(o, async (kc) => {
+      for await (const e of kc.exportUsage({ since, until, account: o.account })) {
+        json(usageEntryJson(e));
+      }
+    });
+  });
 }

@@ -1,11 +1,18 @@
 /**
- * `keygate` command line (SPEC §5). `serve` runs the sidecar; the console commands manage keys.
+ * `keygate` command line. `serve` runs the sidecar, `dev` the whole system on one machine; the console commands manage keys.
  * Bad input: one line on stderr, non-zero exit, nothing changed.
  */
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, configDefaults, ENV, loadConfig, type Config } from '../config.ts';
 import { ConsoleError } from '../console/errors.ts';
 import { registerConsoleCommands } from './console-commands.ts';
+import { registerManagementCommands } from './management-commands.ts';
+import { stopOnSignals } from './signals.ts';
+
+/** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
+const DEV_PORTS = { redisPort: 6380, grpcPort: 9001, httpPort: 9002, adminPort: 9003, gatewayPort: 8080, consolePort: 9004 } as const;
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -18,9 +25,34 @@ function intArg(name: string) {
   };
 }
 
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+/** Every setting with its environment variable and default, for `serve --help`. */
+export function settingsHelp(): string {
+  const d = configDefaults();
+  const show = (v: unknown) => (Array.isArray(v) ? (v.length ? JSON.stringify(v) : '(none)') : String(v));
+  const rows = (Object.keys(ENV) as (keyof Config)[]).map((k) => [ENV[k], show(d[k])]);
+  const w = Math.max(...rows.map((r) => r[0]!.length));
+  return ['', 'Settings (flags above win over the environment; defaults in brackets):', ...rows.map(([e, v]) => `  ${e!.padEnd(w)}  [${v}]`), '', 'See README "Configuration" for what each one does.'].join('\n');
+}
+
+/** A port already taken, as one line naming the setting; null for any other error. */
+export function portError(err: unknown, config: Pick<Config, 'grpcPort' | 'httpPort' | 'adminPort'>): UsageError | null {
+  const e = err as NodeJS.ErrnoException & { port?: number; address?: string };
+  if (e?.code !== 'EADDRINUSE' && e?.code !== 'EACCES') return null;
+  const which =
+    e.port === config.grpcPort ? 'gRPC ext_authz port (--grpc-port, KEYGATE_GRPC_PORT)'
+    : e.port === config.httpPort ? 'HTTP authz port (--http-port, KEYGATE_HTTP_PORT)'
+    : e.port === config.adminPort ? 'admin port (--admin-port, KEYGATE_ADMIN_PORT)'
+    : 'port';
+  const what = e.code === 'EADDRINUSE' ? 'is already in use; stop what uses it or choose another port' : 'needs privileges; choose a port above 1023';
+  return new UsageError(`${which} ${e.port ?? ''} on ${e.address ?? ''} ${what}`.replace(/\s+/g, ' '));
+}
+
 export function buildProgram(): Command {
   const program = new Command('keygate')
     .description('API-key authentication sidecar for an LLM gateway behind Envoy')
+    .version(version, '-V, --version', 'print the version')
     .exitOverride()
     .showHelpAfterError(false)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -32,38 +64,80 @@ export function buildProgram(): Command {
     .option('--grpc-port <n>', 'gRPC ext_authz port (env KEYGATE_GRPC_PORT; default 9001)', intArg('--grpc-port'))
     .option('--http-port <n>', 'HTTP external auth port (env KEYGATE_HTTP_PORT; default 9002)', intArg('--http-port'))
     .option('--admin-port <n>', '/healthz, /readyz, /metrics port (env KEYGATE_ADMIN_PORT; default 9003)', intArg('--admin-port'))
-    .addHelpText('after', '\nEvery setting also reads its environment variable; see README "Configuration".')
+    .addHelpText('after', settingsHelp())
     .action(async (o: { redis?: string; grpcPort?: number; httpPort?: number; adminPort?: number }) => {
       const config = loadConfig({ redisUrl: o.redis, grpcPort: o.grpcPort, httpPort: o.httpPort, adminPort: o.adminPort });
       // Loaded here so that the console commands start without the sidecar's modules.
       const [{ startSidecar }, { createLogger }] = await Promise.all([import('../main.ts'), import('../telemetry/logger.ts')]);
       const log = createLogger(config.logLevel, undefined, { keyPrefix: config.keyPrefix });
+      // Last resort only: every request's errors are contained where they happen (docs/decisions.md).
+      // A rejection nobody awaited is one detached operation: logged, serving goes on. A thrown
+      // exception that reached the top unwound code midway, so state may be half-updated: logged
+      // (message and code only, never request content), then exit 1 for the supervisor to restart.
       process.on('unhandledRejection', (err) => log.error({ err: { message: (err as Error)?.message } }, 'unhandled rejection'));
-      const sidecar = await startSidecar(config, log);
-      const exit = (code: number) => log.flush(() => process.exit(code));
+      process.on('uncaughtException', (err) => {
+        log.fatal({ err: { message: err?.message, code: (err as NodeJS.ErrnoException)?.code } }, 'uncaught exception; exiting');
+        log.flush(() => process.exit(1));
+      });
+      let sidecar;
+      try {
+        sidecar = await startSidecar(config, log);
+      } catch (err) {
+        throw portError(err, config) ?? err;
+      }
+      stopOnSignals(log, config.shutdownTimeoutMs, () => sidecar.shutdown());
+    });
+
+  program
+    .command('dev')
+    .description('try keygate on this machine: its own redis-server, the sidecar, the console, a dev gateway and a demo key (Ctrl-C stops all)')
+    .option('--dir <path>', 'state directory: Redis data, reveal key, demo key (default: .keygate/ in the checkout)')
+    .option('--redis-port <n>', `port of the redis-server dev starts (default ${DEV_PORTS.redisPort})`, intArg('--redis-port'))
+    .option('--grpc-port <n>', `sidecar gRPC ext_authz port (default ${DEV_PORTS.grpcPort})`, intArg('--grpc-port'))
+    .option('--http-port <n>', `sidecar HTTP authz port (default ${DEV_PORTS.httpPort})`, intArg('--http-port'))
+    .option('--admin-port <n>', `sidecar admin port (default ${DEV_PORTS.adminPort})`, intArg('--admin-port'))
+    .option('--gateway-port <n>', `dev gateway port, what curl and the SDKs talk to (default ${DEV_PORTS.gatewayPort})`, intArg('--gateway-port'))
+    .option('--console-port <n>', `management API and web page port (default ${DEV_PORTS.consolePort})`, intArg('--console-port'))
+    .option('--upstream <url>', 'send allowed requests to this upstream instead of the built-in stub')
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string }) => {
+      const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
+      if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
+      // Logs go to stderr; stdout carries the banner.
+      const log = createLogger(process.env.KEYGATE_LOG_LEVEL || 'info', pino.default.destination({ dest: 2, sync: true }));
+      const options = {
+        dir: o.dir ?? fileURLToPath(new URL('../../.keygate', import.meta.url)),
+        redisPort: o.redisPort ?? DEV_PORTS.redisPort,
+        grpcPort: o.grpcPort ?? DEV_PORTS.grpcPort,
+        httpPort: o.httpPort ?? DEV_PORTS.httpPort,
+        adminPort: o.adminPort ?? DEV_PORTS.adminPort,
+        gatewayPort: o.gatewayPort ?? DEV_PORTS.gatewayPort,
+        consolePort: o.consolePort ?? DEV_PORTS.consolePort,
+        ...(o.upstream ? { upstream: o.upstream } : {}),
+      };
+      let dev;
+      try {
+        dev = await startDev(options, log);
+      } catch (err) {
+        if (err instanceof DevError) throw new UsageError(`dev: ${err.message}`);
+        throw err;
+      }
+      process.stdout.write(`${dev.banner.join('\n')}\n`);
       let stopping = false;
-      const stop = (signal: string) => {
+      const stop = () => {
         if (stopping) return;
         stopping = true;
-        log.info({ signal }, 'shutting down');
-        // Backstop: the shutdown bounds itself by shutdownTimeoutMs; this only catches a hang.
-        setTimeout(() => {
-          log.error('shutdown did not finish in time; exiting');
-          exit(1);
-        }, config.shutdownTimeoutMs + 2_000).unref();
-        sidecar.shutdown().then(
-          () => exit(0),
-          (err: unknown) => {
-            log.error({ err: { message: (err as Error)?.message } }, 'shutdown failed');
-            exit(1);
-          },
+        process.stdout.write('keygate dev: stopping\n');
+        dev.stop().then(
+          () => process.exit(0),
+          () => process.exit(1),
         );
       };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
     });
 
   registerConsoleCommands(program);
+  registerManagementCommands(program);
   return program;
 }
 

@@ -8,13 +8,17 @@ export type ConsoleErrorCode =
   | 'CORRUPT' // a record in Redis does not follow the schema
   | 'CONFLICT'; // an id or digest collision that survived retries (practically impossible)
 
-export class ConsoleError extends Error {
-  override name = 'ConsoleError';
-  readonly code: ConsoleErrorCode;
-  constructor(code: ConsoleErrorCode, message: string) {
+/** An error with a stable code for callers and a one-line message safe to show (the console's and the API's). */
+export class CodedError<C extends string> extends Error {
+  readonly code: C;
+  constructor(code: C, message: string) {
     super(message);
     this.code = code;
   }
+}
+
+export class ConsoleError extends CodedError<ConsoleErrorCode> {
+  override name = 'ConsoleError';
 
   /** A request that cannot succeed as given (CLI exit status 2), as opposed to a store fault (1). */
   get isUsage(): boolean {

@@ -1,6 +1,6 @@
 /**
  * keygate console library: create, list, reveal, update and revoke keys, disable and enable
- * accounts — each atomic in Redis, on the versioned schema of docs/redis-schema.md.
+ * accounts, credit wallets, record and export usage — each atomic in Redis, on the versioned schema of docs/redis-schema.md.
  *
  *   import { KeyConsole } from 'keygate';
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
@@ -9,7 +9,9 @@
 export {
   KeyConsole,
   generateKeyId,
+  type AccountInfo,
   type AccountResult,
+  type KeyView,
   type CreatedKey,
   type CreateKeyInput,
   type ExpiryInput,
@@ -17,6 +19,18 @@ export {
   type KeyUpdate,
   type RevokeResult,
 } from './key-console.ts';
+export { type AccountWallet, type CreditResult, type KeyUsage, type UsageInput, type UsageResult, MONEY_DEFAULTS } from './wallet.ts';
+export { accountJson, keyJson, keyRecordJson } from './views.ts';
+export {
+  formatAmount,
+  parseAmount,
+  LIMIT_PERIODS,
+  MAX_AMOUNT_MICROS,
+  MAX_BALANCE_MICROS,
+  type KeyLimit,
+  type LimitPeriod,
+  type UsageEntry,
+} from '../schema/money.ts';
 export { ConsoleError, type ConsoleErrorCode } from './errors.ts';
 export { validateModelPattern, validateModels, validateName, parseIsoInstant } from './validate.ts';
 export { parseKeyring, sealSecret, openSecret, envelopeAad, kekFingerprint, REVEAL_KEY_ENV, type Keyring } from '../keys/crypto.ts';
@@ -24,6 +38,7 @@ export { generateKey, isWellFormedKey, keyDigest, maskKey, DEFAULT_KEY_PREFIX } 
 export {
   LIMITS,
   SCHEMA_VERSION,
+  SCHEMA_REVISION,
   DEFAULT_NAMESPACE,
   KeyField,
   AccountField,

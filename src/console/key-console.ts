@@ -1,14 +1,16 @@
 /**
- * The console library (SPEC §5b): every operation the gateway's console performs on keys and
+ * The console library: every operation the gateway's console performs on keys and
  * accounts, each atomic in Redis, on the schema of `src/schema/redis-schema.ts`
  * (prose: docs/redis-schema.md). Every input is validated before the first write.
  */
 import { randomInt } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { openSecret, parseKeyring, REVEAL_KEY_ENV, RevealKeyError, sealSecret, type Keyring } from '../keys/crypto.ts';
-import { BASE62, DEFAULT_KEY_PREFIX, generateKey, KEY_PREFIX_PATTERN, keyDigest, maskKey } from '../keys/format.ts';
+import { BASE62, DEFAULT_KEY_PREFIX, generateKey, isValidKeyPrefix, KEY_PREFIX_RULE, keyDigest, maskKey } from '../keys/format.ts';
 import {
   DEFAULT_NAMESPACE,
+  encodeKeyRecord,
+  encodeModels,
   KeyField,
   LIMITS,
   parseKeyRecord,
@@ -22,6 +24,17 @@ import { connectRedis, type RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId, validateExpiry, validateKeyId, validateModels, validateName } from './validate.ts';
+import {
+  MONEY_DEFAULTS,
+  validateLimit,
+  WalletOps,
+  type AccountWallet,
+  type CreditResult,
+  type KeyUsage,
+  type UsageInput,
+  type UsageResult,
+} from './wallet.ts';
+import type { KeyLimit, UsageEntry } from '../schema/money.ts';
 
 export type ExpiryInput = Date | string | number;
 
@@ -41,6 +54,24 @@ export interface KeyConsoleOptions {
   readonly maxActiveKeysPerAccount?: number;
   /** Command timeout when `redis` is a URL (default 5000 ms). */
   readonly commandTimeoutMs?: number;
+  /** The deployment refuses accounts without a wallet (`KEYGATE_REQUIRE_WALLET`); shown as `wallet.enforced`. */
+  readonly requireWallet?: boolean;
+  /** How long a usage record's request id is remembered (default 7 days). */
+  readonly usageIdempotencySeconds?: number;
+  /** Usage-log entries kept per account (default 100,000; trimmed approximately). */
+  readonly usageLogMaxEntries?: number;
+}
+
+/** An account as the console shows it. */
+export interface AccountInfo {
+  readonly id: string;
+  readonly status: AccountStatus;
+  readonly wallet: AccountWallet;
+}
+
+/** A key record with its usage (last used, requests, spend, limit). */
+export interface KeyView extends KeyRecord {
+  readonly usage: KeyUsage;
 }
 
 export interface CreateKeyInput {
@@ -50,6 +81,8 @@ export interface CreateKeyInput {
   readonly models?: readonly string[] | null;
   /** Expiry instant; absent or null = never. ISO-8601 strings need a zone (or are a plain date, UTC). */
   readonly expiresAt?: ExpiryInput | null;
+  /** Spend limit per period; absent or null = none. */
+  readonly limit?: KeyLimit | null;
 }
 
 export interface CreatedKey {
@@ -64,6 +97,19 @@ export interface KeyUpdate {
   readonly name?: string;
   readonly models?: readonly string[] | null;
   readonly expiresAt?: ExpiryInput | null;
+  /** `null` = no limit. */
+  readonly limit?: KeyLimit | null;
+}
+
+/**
+ * An audit event to write with a change (the management layer builds it): appended in the
+ * change's own script on standalone and Sentinel, right after it on Cluster.
+ */
+export interface AuditWrite {
+  /** The global and the account's audit lists. */
+  readonly lists: (account: string) => readonly [string, string];
+  /** The event JSON without its `time` (the script stamps the Redis clock). */
+  readonly event: (account: string, keyId: string | null, changes: Record<string, unknown>) => string;
 }
 
 export interface RevokeResult {
@@ -95,15 +141,14 @@ export class KeyConsole {
   readonly #ownsClient: boolean;
   readonly #revealKey: string | undefined;
   readonly #maxActive: number;
+  readonly #money: WalletOps;
   #ring: Keyring | undefined;
   #lastRedisError: Error | undefined;
 
   constructor(opts: KeyConsoleOptions) {
     this.schema = schema(opts.namespace ?? DEFAULT_NAMESPACE);
     const prefix = opts.keyPrefix ?? DEFAULT_KEY_PREFIX;
-    if (!KEY_PREFIX_PATTERN.test(prefix) || prefix.length < 2 || prefix.length > 16) {
-      throw new ConsoleError('INVALID_INPUT', 'key prefix must be 2-16 lower-case letters/digits ending in "_" or "-", e.g. kg_');
-    }
+    if (!isValidKeyPrefix(prefix)) throw new ConsoleError('INVALID_INPUT', `key prefix ${KEY_PREFIX_RULE}`);
     this.keyPrefix = prefix;
     this.#revealKey = opts.revealKey;
     const max = opts.maxActiveKeysPerAccount ?? LIMITS.activeKeysPerAccount;
@@ -123,6 +168,16 @@ export class KeyConsole {
       this.redis = opts.redis;
       this.#ownsClient = false;
     }
+    const positive = (v: number | undefined, d: number, what: string) => {
+      const n = v ?? d;
+      if (!Number.isSafeInteger(n) || n < 1) throw new ConsoleError('INVALID_INPUT', `${what} must be a positive integer`);
+      return n;
+    };
+    this.#money = new WalletOps(this.redis, this.schema, {
+      requireWallet: opts.requireWallet === true,
+      usageIdempotencySeconds: positive(opts.usageIdempotencySeconds, MONEY_DEFAULTS.usageIdempotencySeconds, 'usageIdempotencySeconds'),
+      usageLogMaxEntries: positive(opts.usageLogMaxEntries, MONEY_DEFAULTS.usageLogMaxEntries, 'usageLogMaxEntries'),
+    });
   }
 
   get isCluster(): boolean {
@@ -135,34 +190,43 @@ export class KeyConsole {
   }
 
   /** Creates an active key. Returns its id and plaintext (the only time it is returned unasked). */
-  async createKey(input: CreateKeyInput): Promise<CreatedKey> {
+  async createKey(input: CreateKeyInput, audit?: AuditWrite): Promise<CreatedKey> {
     const account = validateAccountId(input.account);
     const name = validateName(input.name);
     const models = input.models === undefined ? null : validateModels(input.models);
     const expiresAt = input.expiresAt === undefined || input.expiresAt === null ? null : validateExpiry(input.expiresAt, Date.now());
+    const limit = input.limit === undefined || input.limit === null ? null : validateLimit(input.limit);
     const ring = this.#keyring();
 
     for (let attempt = 0; attempt < 3; attempt++) {
       const key = generateKey(this.keyPrefix);
       const id = generateKeyId();
       const digest = keyDigest(key);
-      const fields: string[] = [
-        KeyField.version, SCHEMA_VERSION,
-        KeyField.id, id,
-        KeyField.account, account,
-        KeyField.name, name,
-        KeyField.status, 'active',
-        KeyField.hint, maskKey(key, this.keyPrefix),
-        KeyField.secret, sealSecret(ring, id, key),
-      ];
-      if (models !== null) fields.push(KeyField.models, JSON.stringify(models));
-      if (expiresAt !== null) fields.push(KeyField.expiresAt, String(expiresAt));
+      const fields = encodeKeyRecord({
+        id,
+        account,
+        name,
+        models,
+        expiresAt,
+        hint: maskKey(key, this.keyPrefix),
+        secret: sealSecret(ring, id, key),
+      });
       const expiryArg = expiresAt === null ? '' : String(expiresAt);
+      const ev = audit && {
+        audit,
+        account,
+        keyId: id,
+        changes: { name, models, expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(), ...(limit !== null ? { limit: limitJson(limit) } : {}) },
+      };
+      // The limit first: the key is usable only once its record exists, and never without its limit.
+      if (limit !== null) await this.#money.setLimit(account, id, limit);
       const result = this.isCluster
         ? await this.#createStepwise(account, id, digest, expiryArg, fields)
-        : await this.#eval(lua.CREATE_ALL, [this.schema.keyRecord(digest), this.schema.keyIdIndex(id), this.schema.accountKeys(account), this.schema.accountActiveKeys(account)], [String(this.#maxActive), id, digest, expiryArg, ...fields]);
+        : await this.#eval(lua.CREATE_ALL, [this.schema.keyRecord(digest), this.schema.keyIdIndex(id), this.schema.accountKeys(account), this.schema.accountActiveKeys(account)], [String(this.#maxActive), id, digest, expiryArg, ...fields], ev);
+      if (result !== 'OK' && limit !== null) await this.#money.dropSpend(account, id);
       if (result === 'EXISTS') continue;
       this.#expectOk(result, id);
+      if (this.isCluster && ev) await this.#auditAfter(ev);
       return { id, key, record: await this.#readRecord(digest, id) };
     }
     throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
@@ -242,22 +306,50 @@ export class KeyConsole {
   }
 
   /** Changes name, allowed models and/or expiry of an active key; other fields are untouched. */
-  async updateKey(keyId: string, patch: KeyUpdate): Promise<KeyRecord> {
+  async updateKey(keyId: string, patch: KeyUpdate, audit?: AuditWrite): Promise<KeyRecord> {
     validateKeyId(keyId);
     const ops: string[] = [];
     if (patch.name !== undefined) ops.push('set', KeyField.name, validateName(patch.name));
     if (patch.models !== undefined) {
       const models = validateModels(patch.models);
       if (models === null) ops.push('del', KeyField.models);
-      else ops.push('set', KeyField.models, JSON.stringify(models));
+      else ops.push('set', KeyField.models, encodeModels(models));
     }
     if (patch.expiresAt !== undefined) {
       if (patch.expiresAt === null) ops.push('del', KeyField.expiresAt);
       else ops.push('set', KeyField.expiresAt, String(validateExpiry(patch.expiresAt, Date.now())));
     }
-    if (ops.length === 0) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give a name, models or expiry');
+    const limit = patch.limit === undefined ? undefined : patch.limit === null ? null : validateLimit(patch.limit);
+    if (ops.length === 0 && limit === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give a name, models, expiry or limit');
     const digest = await this.#digestOf(keyId);
-    this.#expectOk(await this.#eval(lua.UPDATE, [this.schema.keyRecord(digest)], [keyId, ...ops]), keyId);
+    let ev: AuditEval | undefined;
+    if (audit) {
+      const account = await this.redis.hget(this.schema.keyRecord(digest), KeyField.account);
+      if (account === null) throw notFound(keyId);
+      const changes: Record<string, unknown> = {};
+      for (let i = 0; i < ops.length; ) {
+        const field = ops[i + 1]!;
+        const key = field === KeyField.expiresAt ? 'expires_at' : field;
+        if (ops[i] === 'set') changes[key] = field === KeyField.models ? JSON.parse(ops[i + 2]!) : field === KeyField.expiresAt ? new Date(Number(ops[i + 2])).toISOString() : ops[i + 2];
+        else changes[key] = null;
+        i += ops[i] === 'set' ? 3 : 2;
+      }
+      if (limit !== undefined) changes.limit = limit === null ? null : limitJson(limit);
+      ev = { audit, account, keyId, changes };
+    }
+    if (ops.length > 0) {
+      this.#expectOk(await this.#eval(lua.UPDATE, [this.schema.keyRecord(digest)], [keyId, ...ops], ev), keyId);
+      if (this.isCluster && ev) await this.#auditAfter(ev);
+    }
+    if (limit !== undefined) {
+      // The limit lives with the account's money records (one Cluster slot per account); the record
+      // is checked first so that a revoked key's limit is not changed.
+      const before = await this.#readRecord(digest, keyId);
+      if (before.status === 'revoked') this.#expectOk('REVOKED', keyId);
+      await this.#money.setLimit(before.account, keyId, limit);
+      // A change of the limit alone has no record script to carry its audit event: it follows the write.
+      if (ops.length === 0 && ev) await this.#auditAfter(ev);
+    }
     return this.#readRecord(digest, keyId);
   }
 
@@ -265,18 +357,20 @@ export class KeyConsole {
    * Revokes a key: the record stays (status revoked, revoked_at) for audit and lists; the sidecar
    * treats it as unknown; the encrypted plaintext is deleted, so it can never be revealed again.
    */
-  async revokeKey(keyId: string): Promise<RevokeResult> {
+  async revokeKey(keyId: string, audit?: AuditWrite): Promise<RevokeResult> {
     validateKeyId(keyId);
     const s = this.schema;
     const digest = await this.#digestOf(keyId);
     const account = await this.redis.hget(s.keyRecord(digest), KeyField.account);
     if (account === null) throw notFound(keyId);
     let result: string;
+    const ev = audit && { audit, account, keyId, changes: { status: 'revoked' } };
     if (this.isCluster) {
       result = await this.#eval(lua.REVOKE_RECORD_ONLY, [s.keyRecord(digest)], [keyId]);
       if (result === 'OK' || result === 'ALREADY') await this.redis.srem(s.accountActiveKeys(account), keyId);
+      if (result === 'OK' && ev) await this.#auditAfter(ev);
     } else {
-      result = await this.#eval(lua.REVOKE_ALL, [s.keyRecord(digest), s.accountActiveKeys(account)], [keyId, account]);
+      result = await this.#eval(lua.REVOKE_ALL, [s.keyRecord(digest), s.accountActiveKeys(account)], [keyId, account], ev);
     }
     if (result === 'ALREADY') return { id: keyId, account, alreadyRevoked: true };
     this.#expectOk(result, keyId);
@@ -284,12 +378,12 @@ export class KeyConsole {
   }
 
   /** Every key of the account is refused (403 USER_BLOCKED) until it is enabled again. */
-  disableAccount(account: string): Promise<AccountResult> {
-    return this.#setAccount(account, 'disabled');
+  disableAccount(account: string, audit?: AuditWrite): Promise<AccountResult> {
+    return this.#setAccount(account, 'disabled', audit);
   }
 
-  enableAccount(account: string): Promise<AccountResult> {
-    return this.#setAccount(account, 'active');
+  enableAccount(account: string, audit?: AuditWrite): Promise<AccountResult> {
+    return this.#setAccount(account, 'active', audit);
   }
 
   /** The account's status (a missing account record is an enabled account). */
@@ -299,6 +393,50 @@ export class KeyConsole {
     if (st === null || st === 'active') return 'active';
     if (st === 'disabled') return 'disabled';
     throw new ConsoleError('CORRUPT', `account ${account}: status is neither active nor disabled`);
+  }
+
+  /** Adds to the account's prepaid wallet; idempotent on `reference`. `actor` is for the caller's audit log. */
+  async creditAccount(account: string, amountMicros: number | string, reference: string, actor?: unknown): Promise<CreditResult> {
+    void actor;
+    return this.#money.credit(account, amountMicros, reference);
+  }
+
+  /** Books one request's cost against the key's account (wallet, key spend, usage log); idempotent on the request id. */
+  recordUsage(input: UsageInput): Promise<UsageResult> {
+    return this.#money.recordUsage(input);
+  }
+
+  /** `{id, status, wallet: {enforced, balance_micros}}`. */
+  async accountInfo(account: string): Promise<AccountInfo> {
+    const [status, wallet] = await Promise.all([this.accountStatus(account), this.#money.wallet(account)]);
+    return { id: account, status, wallet };
+  }
+
+  /** One key with its usage: last used, requests today and this month, spend, limit. */
+  async getKeyView(keyId: string): Promise<KeyView> {
+    const r = await this.getKey(keyId);
+    const [usage] = await this.#money.usage([r]);
+    return { ...r, usage: usage! };
+  }
+
+  /** The account's keys with their usage, oldest first. */
+  async listKeyViews(account: string): Promise<KeyView[]> {
+    const list = await this.listKeys(account);
+    const usage = await this.#money.usage(list);
+    return list.map((r, i) => ({ ...r, usage: usage[i]! }));
+  }
+
+  /** Sets or (null) removes a key's spend limit; takes effect on the next request at every sidecar. */
+  async setKeyLimit(keyId: string, limit: KeyLimit | null): Promise<KeyRecord> {
+    return this.updateKey(keyId, { limit });
+  }
+
+  /** The usage log from `since` (inclusive), oldest first, over every account or one. */
+  exportUsage(o: { since: Date | number; until?: Date | number; account?: string }): AsyncGenerator<UsageEntry> {
+    const ms = (v: Date | number) => (v instanceof Date ? v.getTime() : v);
+    const sinceMs = ms(o.since);
+    if (!Number.isFinite(sinceMs) || sinceMs < 0) throw new ConsoleError('INVALID_INPUT', 'since must be a valid instant');
+    return this.#money.exportUsage({ sinceMs, untilMs: o.until === undefined ? undefined : ms(o.until), account: o.account });
   }
 
   /** Closes the Redis connection if this console opened it. */
@@ -311,9 +449,11 @@ export class KeyConsole {
     }
   }
 
-  async #setAccount(account: string, status: AccountStatus): Promise<AccountResult> {
+  async #setAccount(account: string, status: AccountStatus, audit?: AuditWrite): Promise<AccountResult> {
     validateAccountId(account);
-    const prev = await this.#eval(lua.SET_ACCOUNT_STATUS, [this.schema.account(account)], [status]);
+    const ev = audit && { audit, account, keyId: null, changes: { status } };
+    const prev = await this.#eval(lua.SET_ACCOUNT_STATUS, [this.schema.account(account)], [status], ev);
+    if (this.isCluster && ev && (prev || 'active') !== status) await this.#auditAfter(ev);
     return { account, status, changed: prev !== status };
   }
 
@@ -344,9 +484,19 @@ export class KeyConsole {
     return r;
   }
 
-  async #eval(script: string, keys: string[], args: string[]): Promise<string> {
+  /** Runs a script; with an audit event (not on Cluster, where the lists are in other slots), the script writes it too. */
+  async #eval(script: string, keys: string[], args: string[], audit?: AuditEval): Promise<string> {
+    if (audit && !this.isCluster) {
+      keys = [...keys, ...audit.audit.lists(audit.account)];
+      args = [...args, audit.audit.event(audit.account, audit.keyId, audit.changes)];
+    }
     const r = await this.redis.eval(script, keys.length, ...keys, ...args);
     return String(r);
+  }
+
+  /** Cluster: the audit event right after the change, one list at a time (they are in other slots). */
+  async #auditAfter(e: AuditEval): Promise<void> {
+    await appendAudit(this.redis, true, e.audit.lists(e.account), e.audit.event(e.account, e.keyId, e.changes));
   }
 
   #expectOk(result: string, keyId: string): void {
@@ -367,6 +517,28 @@ export class KeyConsole {
         throw new ConsoleError('CORRUPT', `key ${keyId}: the record does not follow schema v${SCHEMA_VERSION} (${result})`);
     }
   }
+}
+
+/** Appends an audit event to both lists: one script, or (Cluster) one per list. */
+export async function appendAudit(redis: RedisClient, cluster: boolean, lists: readonly [string, string], event: string): Promise<void> {
+  if (!cluster) {
+    await redis.eval(lua.AUDIT_APPEND, 2, lists[0], lists[1], event);
+    return;
+  }
+  await redis.eval(lua.AUDIT_APPEND_ONE, 1, lists[0], event, String(lua.AUDIT_RETENTION.all));
+  await redis.eval(lua.AUDIT_APPEND_ONE, 1, lists[1], event, String(lua.AUDIT_RETENTION.perAccount));
+}
+
+interface AuditEval {
+  readonly audit: AuditWrite;
+  readonly account: string;
+  readonly keyId: string | null;
+  readonly changes: Record<string, unknown>;
+}
+
+/** A limit as the audit log and the JSON views show it. */
+function limitJson(l: KeyLimit): { amount_micros: number; period: string } {
+  return { amount_micros: l.amountMicros, period: l.period };
 }
 
 function notFound(keyId: string): ConsoleError {

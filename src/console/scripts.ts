@@ -11,16 +11,54 @@
  * Results are status words: OK, EXISTS, LIMIT, PAST, NOTFOUND, REVOKED, ALREADY, CORRUPT.
  */
 
-const NOW = `
+export const NOW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = string.format('%d', now)
 `;
 
-/** Writes field/value pairs from ARGV[from..] plus created_at/updated_at/rev into KEYS[rec]. */
-const WRITE_RECORD = (rec: number, from: number) => `
-redis.call('HSET', KEYS[${rec}], 'created_at', now_s, 'updated_at', now_s, 'rev', '1', unpack(ARGV, ${from}))
+/** Writes field/value pairs from ARGV[from..last] plus created_at/updated_at/rev into KEYS[rec]. */
+const WRITE_RECORD = (rec: number, from: number, last = '#ARGV') => `
+redis.call('HSET', KEYS[${rec}], 'created_at', now_s, 'updated_at', now_s, 'rev', '1', unpack(ARGV, ${from}, ${last}))
 `;
+
+/** Audit retention: the newest events kept overall and per account (docs/redis-schema.md). */
+export const AUDIT_RETENTION = { all: 10_000, perAccount: 1_000 } as const;
+
+/**
+ * Optional audit event of a change, written in the change's own script. A caller that passes two
+ * more KEYS than the operation's `n` (the global and the account's audit list) passes the event
+ * JSON, without its time, as the last ARGV; `nargs` is then the operation's own ARGV count.
+ */
+const AUDIT_ARGS = (n: number) => `
+local nargs = #ARGV
+local audit_ev = false
+if #KEYS == ${n + 2} then audit_ev = ARGV[nargs]; nargs = nargs - 1 end
+`;
+
+/** Appends `audit_ev` (stamped with the server time) to KEYS[g] and KEYS[g+1], trimmed to the retention. */
+export const AUDIT_WRITE = (g: number) => `
+if audit_ev then
+  local ev = '{"time":"' .. now_s .. '",' .. string.sub(audit_ev, 2)
+  redis.call('LPUSH', KEYS[${g}], ev)
+  redis.call('LTRIM', KEYS[${g}], 0, ${AUDIT_RETENTION.all - 1})
+  redis.call('LPUSH', KEYS[${g + 1}], ev)
+  redis.call('LTRIM', KEYS[${g + 1}], 0, ${AUDIT_RETENTION.perAccount - 1})
+end
+`;
+
+/** An audit event alone (a reveal). KEYS: audit, audit of account. ARGV: event. */
+export const AUDIT_APPEND = `${NOW}
+local audit_ev = ARGV[1]
+${AUDIT_WRITE(1)}
+return 'OK'`;
+
+/** Cluster: an audit event into one list. KEYS: the list. ARGV: event, how many to keep. */
+export const AUDIT_APPEND_ONE = `${NOW}
+local ev = '{"time":"' .. now_s .. '",' .. string.sub(ARGV[1], 2)
+redis.call('LPUSH', KEYS[1], ev)
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+return 'OK'`;
 
 const EXPIRY_CHECK = (arg: number) => `
 if ARGV[${arg}] ~= '' and tonumber(ARGV[${arg}]) <= now then return 'PAST' end
@@ -30,14 +68,15 @@ if ARGV[${arg}] ~= '' and tonumber(ARGV[${arg}]) <= now then return 'PAST' end
  * Create, one shot. KEYS: record, keyid index, account keys, account active keys.
  * ARGV: limit, key id, digest, expires_at ('' = never), field, value, …
  */
-export const CREATE_ALL = `${NOW}
+export const CREATE_ALL = `${NOW}${AUDIT_ARGS(4)}
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'EXISTS' end
 if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[1]) then return 'LIMIT' end
 ${EXPIRY_CHECK(4)}
 redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
-${WRITE_RECORD(1, 5)}
+${WRITE_RECORD(1, 5, 'nargs')}
+${AUDIT_WRITE(5)}
 return 'OK'`;
 
 /** Cluster create, step 1. KEYS: account active keys. ARGV: limit, key id. */
@@ -57,13 +96,13 @@ return 'OK'`;
  * Patch of an active key: only the fields given are touched, so concurrent updates of different
  * fields never undo each other. KEYS: record. ARGV: key id, then ops: 'set' field value | 'del' field.
  */
-export const UPDATE = `${NOW}
+export const UPDATE = `${NOW}${AUDIT_ARGS(1)}
 local cur = redis.call('HMGET', KEYS[1], 'id', 'status')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
 local i = 2
-while i <= #ARGV do
+while i <= nargs do
   if ARGV[i] == 'set' then
     if ARGV[i + 1] == 'expires_at' and tonumber(ARGV[i + 2]) <= now then return 'PAST' end
     i = i + 3
@@ -72,7 +111,7 @@ while i <= #ARGV do
   end
 end
 i = 2
-while i <= #ARGV do
+while i <= nargs do
   if ARGV[i] == 'set' then
     redis.call('HSET', KEYS[1], ARGV[i + 1], ARGV[i + 2])
     i = i + 3
@@ -83,7 +122,28 @@ while i <= #ARGV do
 end
 redis.call('HSET', KEYS[1], 'updated_at', now_s)
 redis.call('HINCRBY', KEYS[1], 'rev', 1)
+${AUDIT_WRITE(2)}
 return 'OK'`;
+
+/**
+ * Moves the model list of a revoked record KEYS[rec] out of `models` (the field the sidecar reads)
+ * into `revoked_models` (never read by the sidecar), so that the sidecar's reply for a revoked key
+ * is as short as for a never-issued one. Idempotent: a record revoked before this rule is fixed by
+ * revoking it again.
+ */
+export const STASH_MODELS = (rec: number) => `
+local stash_m = redis.call('HGET', KEYS[${rec}], 'models')
+if stash_m then
+  redis.call('HSET', KEYS[${rec}], 'revoked_models', stash_m)
+  redis.call('HDEL', KEYS[${rec}], 'models')
+end
+`;
+
+/** The revoke of an active record KEYS[rec]: status, times, the envelope deleted, the model list stashed. */
+export const REVOKE_WRITE = (rec: number) => `
+redis.call('HSET', KEYS[${rec}], 'status', 'revoked', 'revoked_at', now_s, 'updated_at', now_s)
+redis.call('HDEL', KEYS[${rec}], 'secret')
+${STASH_MODELS(rec)}`;
 
 const REVOKE_RECORD = `
 local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'account')
@@ -91,19 +151,22 @@ if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 local result = 'OK'
 if cur[2] == 'revoked' then
   result = 'ALREADY'
+  ${STASH_MODELS(1)}
 else
-  redis.call('HSET', KEYS[1], 'status', 'revoked', 'revoked_at', now_s, 'updated_at', now_s)
-  redis.call('HDEL', KEYS[1], 'secret')
+  ${REVOKE_WRITE(1)}
   redis.call('HINCRBY', KEYS[1], 'rev', 1)
 end
 `;
 
 /** Revoke, one shot. KEYS: record, account active keys. ARGV: key id, account. */
-export const REVOKE_ALL = `${NOW}
+export const REVOKE_ALL = `${NOW}${AUDIT_ARGS(2)}
 local acct = redis.call('HGET', KEYS[1], 'account')
 if acct and acct ~= ARGV[2] then return 'CORRUPT' end
 ${REVOKE_RECORD}
 redis.call('SREM', KEYS[2], ARGV[1])
+if result == 'OK' then
+${AUDIT_WRITE(3)}
+end
 return result`;
 
 /** Cluster revoke, step 1 (then SREM from the active set). KEYS: record. ARGV: key id. */
@@ -112,7 +175,10 @@ ${REVOKE_RECORD}
 return result`;
 
 /** Account status. KEYS: account. ARGV: 'active' | 'disabled'. Returns the previous status or ''. */
-export const SET_ACCOUNT_STATUS = `${NOW}
+export const SET_ACCOUNT_STATUS = `${NOW}${AUDIT_ARGS(1)}
 local prev = redis.call('HGET', KEYS[1], 'status')
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_at', now_s)
+if (prev or 'active') ~= ARGV[1] then
+${AUDIT_WRITE(2)}
+end
 return prev or ''`;

@@ -2,7 +2,7 @@
  * Input validation for console operations. Everything is checked here, before any write, so that
  * bad input changes nothing in Redis. Errors say what is wrong and never echo a secret.
  *
- * Model patterns (SPEC §4) follow the sidecar's own rules (`src/core/model/patterns.ts`:
+ * Model patterns follow the sidecar's own rules (`src/core/model/patterns.ts`:
  * `*`, `provider/*`, `provider/model`, or a bare name), compared case-insensitively; the console
  * stores them trimmed and lower-case.
  */

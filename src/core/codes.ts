@@ -1,16 +1,17 @@
-/** The deny codes of the contract (SPEC §1) and the HTTP status each one carries. */
+/** The deny codes (README "What it does") and the HTTP status each one carries. */
 export const DENY_STATUS = {
   API_KEY_REQUIRED: 401,
   AMBIGUOUS_API_KEY: 400,
   INVALID_API_KEY: 401,
   API_KEY_EXPIRED: 401,
   USER_BLOCKED: 403,
+  INSUFFICIENT_BALANCE: 402,
+  KEY_LIMIT_EXCEEDED: 402,
   MODEL_NOT_ALLOWED: 403,
   AUTH_UNAVAILABLE: 503,
 } as const;
 
 export type DenyCode = keyof typeof DENY_STATUS;
-export type DenyStatus = (typeof DENY_STATUS)[DenyCode];
 export const DENY_CODES = Object.keys(DENY_STATUS) as DenyCode[];
 
 /** What happened and what to do, per code. `detail` (already safe text) is appended where given. */
@@ -23,6 +24,10 @@ export const DENY_MESSAGE: Record<DenyCode, string> = {
     'The API key is invalid or has been revoked. Check the key you sent, or create a new key in the console.',
   API_KEY_EXPIRED: 'The API key has expired. Create a new key in the console, or extend this key\'s expiry.',
   USER_BLOCKED: 'The account that owns this API key is disabled. Contact the account owner or support.',
+  INSUFFICIENT_BALANCE:
+    'The prepaid balance of the account that owns this API key is used up. Add credits to the account\'s wallet in the console, then retry.',
+  KEY_LIMIT_EXCEEDED:
+    'This API key has reached its spend limit for the current period. Wait for the period to reset, or raise the key\'s limit in the console.',
   MODEL_NOT_ALLOWED:
     'This API key is not allowed to use the requested model. Use a model the key allows, or change the key\'s allowed models in the console.',
   AUTH_UNAVAILABLE:

@@ -1,5 +1,5 @@
 /**
- * Phase 1 of a check: find the one API key a request carries (SPEC §1 rows 1-3).
+ * Phase 1 of a check: find the one API key a request carries.
  * Pure: header values in, a credential verdict out. No key is ever logged from here.
  */
 export const KEY_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key'] as const;

@@ -1,7 +1,6 @@
 /**
- * The decision core (SPEC §1): pure phase functions, each returning a deny or null, composed in
- * the contract's order. The authorizer calls the same phases around its store lookups; `decide`
- * composes them over facts already gathered, for exhaustive tests.
+ * The decision core: pure phase functions, each returning a deny or null. They are composed in the
+ * decision order (README "What it does") in one place only, the authorizer (`src/authorizer.ts`), around its store lookups.
  */
 import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
@@ -25,6 +24,10 @@ export interface Deny {
   readonly detail?: string;
   /** For logs: the key id once known. */
   readonly keyId?: string;
+  /** The whole client message, replacing the code's (the gateway is at fault, not the client). */
+  readonly message?: string;
+  /** A gateway configuration problem behind this deny, for the operator's log (rate-limited). */
+  readonly gatewayProblem?: string;
 }
 
 export type Decision = Allow | Deny;
@@ -78,11 +81,15 @@ function quoteModel(model: string): string {
   return JSON.stringify(shown);
 }
 
-/** Row 6. Only a restricted key needs the model; it passes only when the model is provably allowed. */
+/** Row 8. Only a restricted key needs the model; it passes only when the model is provably allowed. */
 export function modelDeny(grant: KeyGrant, read: () => ModelRead, family: Family): Deny | { model: string | null } {
   if (grant.models === null) return { model: null };
   const r = read();
   if (r.kind === 'uncertain') {
+    const g = r.gatewayCannotCheck;
+    if (g !== undefined) {
+      return { allow: false, code: 'MODEL_NOT_ALLOWED', status: DENY_STATUS.MODEL_NOT_ALLOWED, keyId: grant.id, message: g.message, gatewayProblem: g.log };
+    }
     return deny('MODEL_NOT_ALLOWED', `This key is limited to certain models and ${r.reason}.`, grant.id);
   }
   if (!modelAllowed(grant.models, r.model, family)) {
@@ -93,31 +100,4 @@ export function modelDeny(grant: KeyGrant, read: () => ModelRead, family: Family
 
 export function allow(grant: KeyGrant, model: string | null): Allow {
   return { allow: true, keyId: grant.id, accountId: grant.account, model };
-}
-
-/** Facts about one request, as gathered; `'unavailable'` marks a store lookup that failed. */
-export interface Facts {
-  readonly credential: Credential;
-  readonly wellFormed: boolean;
-  readonly key?: ParsedKey | 'unavailable';
-  readonly accountBlocked?: boolean | 'corrupt' | 'unavailable';
-  readonly family: Family;
-  readonly model: () => ModelRead;
-  readonly nowMs: number;
-}
-
-/** The whole decision over gathered facts, in contract order (row 7 wherever a needed fact is missing). */
-export function decide(f: Facts): Decision {
-  const c = credentialDeny(f.credential, f.wellFormed);
-  if (c) return c;
-  if (f.key === undefined || f.key === 'unavailable') return deny('AUTH_UNAVAILABLE');
-  const k = keyDeny(f.key, f.nowMs);
-  if (k) return k;
-  const grant = (f.key as Extract<ParsedKey, { kind: 'grant' }>).grant;
-  if (f.accountBlocked === undefined || f.accountBlocked === 'unavailable') return deny('AUTH_UNAVAILABLE', undefined, grant.id);
-  const a = accountDeny(f.accountBlocked, grant.id);
-  if (a) return a;
-  const m = modelDeny(grant, f.model, f.family);
-  if ('allow' in m) return m;
-  return allow(grant, m.model);
 }

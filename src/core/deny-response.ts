@@ -1,9 +1,9 @@
 /**
- * A deny as the client's SDK expects it (SPEC §2): status, headers and a body in the entry family's
- * own error shape, with the contract code machine-readable. Pure; bodies are built by string
+ * A deny as the client's SDK expects it: status, headers and a body in the entry family's
+ * own error shape, with the deny code machine-readable. Pure; bodies are built by string
  * concatenation of pre-escaped fragments (no JSON.stringify of objects on the hot path).
  */
-import { DENY_MESSAGE, type DenyCode } from './codes.ts';
+import { DENY_MESSAGE } from './codes.ts';
 import type { Deny } from './decision.ts';
 import type { Family } from './family.ts';
 
@@ -16,18 +16,21 @@ export interface DenyResponse {
 const OPENAI_TYPE: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
+  402: 'insufficient_quota',
   403: 'permission_error',
   503: 'server_error',
 };
 const ANTHROPIC_TYPE: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
+  402: 'billing_error',
   403: 'permission_error',
   503: 'api_error',
 };
 const GOOGLE_STATUS: Record<number, string> = {
   400: 'INVALID_ARGUMENT',
   401: 'UNAUTHENTICATED',
+  402: 'FAILED_PRECONDITION',
   403: 'PERMISSION_DENIED',
   503: 'UNAVAILABLE',
 };
@@ -38,6 +41,7 @@ export interface DenyRenderOptions {
 }
 
 function message(d: Deny): string {
+  if (d.message !== undefined) return d.message;
   return d.detail === undefined ? DENY_MESSAGE[d.code] : `${d.detail} ${DENY_MESSAGE[d.code]}`;
 }
 
@@ -70,8 +74,4 @@ export function denyResponse(family: Family, d: Deny, requestId: string, opts: D
   if (d.status < 500) headers.push(['x-should-retry', 'false']);
   else headers.push(['retry-after', '1']);
   return { status: d.status, headers, body: denyBody(family, d, requestId, opts) };
-}
-
-export function isDenyCode(s: string): s is DenyCode {
-  return s in DENY_MESSAGE;
 }

@@ -1,6 +1,6 @@
 /**
  * Entry family: which protocol the client speaks, and so which error shape a deny takes.
- * Resolved (SPEC §2) from, in order: the route's `context_extensions.protocol`, a configured
+ * Resolved from, in order: the route's `context_extensions.protocol`, a configured
  * path-prefix table, then the path itself.
  */
 export const FAMILIES = ['openai', 'anthropic', 'google'] as const;

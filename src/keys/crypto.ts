@@ -1,5 +1,5 @@
 /**
- * The reveal envelope (SPEC §4): a key's plaintext, encrypted with AES-256-GCM under a
+ * The reveal envelope: a key's plaintext, encrypted with AES-256-GCM under a
  * key-encryption key (KEK) from `KEYGATE_REVEAL_KEY`, tagged with the KEK's id so the KEK can be
  * rotated, and bound to the key's id and the schema version through the GCM additional data, so a
  * ciphertext copied onto another key record does not decrypt. Console side only: the sidecar never

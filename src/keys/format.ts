@@ -1,10 +1,10 @@
 /**
- * API key format (SPEC §4): `<prefix><32 base62 random chars><6 base62 CRC-32 checksum chars>`.
+ * API key format: `<prefix><32 base62 random chars><6 base62 CRC-32 checksum chars>`.
  * 32 base62 characters carry 190.5 bits; the checksum (the scheme GitHub uses for its tokens) lets
  * a malformed key be refused without a store lookup and lets secret scanners find leaked keys.
  * Shared by the sidecar (validate, digest) and the console side (generate).
  */
-import { createHash, randomInt } from 'node:crypto';
+import { hash, randomInt } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 export const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -12,7 +12,13 @@ export const RANDOM_CHARS = 32;
 export const CHECKSUM_CHARS = 6;
 export const DEFAULT_KEY_PREFIX = 'kg_';
 /** A prefix is 2-16 chars of [a-z0-9], optionally followed by `_`/`-`-joined parts, ending in `_` or `-`. */
-export const KEY_PREFIX_PATTERN = /^[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*[_-]$/;
+const KEY_PREFIX_PATTERN = /^[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*[_-]$/;
+export const KEY_PREFIX_RULE = 'must be 2-16 lower-case letters/digits ending in "_" or "-", e.g. kg_';
+
+/** The key-prefix rule (sidecar setting and console option alike): true when `prefix` follows it. */
+export function isValidKeyPrefix(prefix: string): boolean {
+  return prefix.length >= 2 && prefix.length <= 16 && KEY_PREFIX_PATTERN.test(prefix);
+}
 
 const IS_BASE62 = new Uint8Array(128);
 for (let i = 0; i < BASE62.length; i++) IS_BASE62[BASE62.charCodeAt(i)] = 1;
@@ -57,7 +63,7 @@ export function isWellFormedKey(key: string, prefix: string): boolean {
 
 /** Hex SHA-256 of the key: the only form in which the store knows a key. */
 export function keyDigest(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest('hex');
+  return hash('sha256', key, 'hex');
 }
 
 /**

@@ -1,19 +1,34 @@
 /**
- * The Redis data contract, version 1 — the single definition used by the sidecar (reads) and the
- * console library (writes). `docs/redis-schema.md` is the prose form of this file; change both together.
+ * The Redis data schema, key generation v1 (docs/redis-schema.md) — the single definition used by the sidecar (reads), the
+ * console library (writes), the tests and the benchmark: every record is encoded and decoded here. `docs/redis-schema.md` is the prose form of this file; change both together.
  *
  *   {ns}:v1:key:{sha256hex}       HASH  the key record, found by the digest of the plaintext key
  *   {ns}:v1:keyid:{keyId}         STRING  → sha256hex (console index: key id → record)
  *   {ns}:v1:acct:{accountId}      HASH  account state (absent = enabled)
  *   {ns}:v1:acctkeys:{accountId}  SET   key ids of the account, active and revoked (console index)
  *   {ns}:v1:acctactive:{accountId} SET  key ids of the account's active keys (console: the per-account limit)
+ *   {ns}:v1:dataset               STRING  random marker of the dataset (sidecar: created if absent, checked on heartbeats)
  *
- * The sidecar reads only `key:` and `acct:` records (one key each), so it works unchanged on Cluster;
- * invalidation tracks exactly those two prefixes.
+ * Money records (`src/schema/money.ts`), every one carrying the hash tag `{accountId}` so that one
+ * account's records share a Cluster slot:
+ *   {ns}:v1:gate:{acct}              HASH  blocked flags: wallet empty, keys over their limit (sidecar)
+ *   {ns}:v1:wallet:{acct}            HASH  balance in micro-units (console)
+ *   {ns}:v1:credits:{acct}           HASH  reference → credit (idempotency of credits)
+ *   {ns}:v1:spend:{acct}:{keyId}     HASH  the key's limit and spend per period
+ *   {ns}:v1:keyuse:{acct}:{keyId}    HASH  last used, request counts (flushed by the sidecars)
+ *   {ns}:v1:usagereq:{acct}:{reqId}  STRING idempotency of one usage record (expires)
+ *   {ns}:v1:usage:{acct}             STREAM the usage log (capped)
+ *   {ns}:v1:usageaccts               SET   accounts with a usage log (export)
+ *
+ * The sidecar reads only `key:`, `acct:` and `gate:` records (one key each), so it works unchanged on
+ * Cluster; invalidation tracks exactly those three prefixes.
  */
 import { z } from 'zod';
 
+/** The key generation: in every key name (`v1`) and in the key record's `v` field. */
 export const SCHEMA_VERSION = '1';
+/** The revision of docs/redis-schema.md this code implements (2: wallets, spend limits, usage; 3: a revoked key's models moved to `revoked_models`). */
+export const SCHEMA_REVISION = 3;
 export const DEFAULT_NAMESPACE = 'kg';
 export const NAMESPACE_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 
@@ -28,6 +43,8 @@ export const KeyField = {
   name: 'name',
   status: 'status',
   models: 'models',
+  /** Where a revoked key's model list is kept (the revoke moves it out of `models`); never read by the sidecar. */
+  revokedModels: 'revoked_models',
   expiresAt: 'expires_at',
   createdAt: 'created_at',
   updatedAt: 'updated_at',
@@ -66,12 +83,23 @@ export type AccountStatus = 'active' | 'disabled';
 export interface Schema {
   readonly ns: string;
   /** Prefixes the sidecar's cache is invalidated on (CLIENT TRACKING BCAST PREFIX). */
-  readonly trackedPrefixes: readonly [string, string];
+  readonly trackedPrefixes: readonly string[];
+  /** Random value the sidecar creates if absent and compares on each heartbeat (detects SWAPDB). */
+  readonly datasetMarker: string;
   keyRecord(digest: string): string;
   keyIdIndex(keyId: string): string;
   account(accountId: string): string;
   accountKeys(accountId: string): string;
   accountActiveKeys(accountId: string): string;
+  /** Money records of one account (hash tag `{accountId}`: one Cluster slot per account). */
+  gate(accountId: string): string;
+  wallet(accountId: string): string;
+  credits(accountId: string): string;
+  keySpend(accountId: string, keyId: string): string;
+  keyUse(accountId: string, keyId: string): string;
+  usageRequest(accountId: string, requestId: string): string;
+  usageLog(accountId: string): string;
+  usageAccounts(): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -79,14 +107,24 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
   const base = `${namespace}:v${SCHEMA_VERSION}:`;
   const keyPrefix = `${base}key:`;
   const acctPrefix = `${base}acct:`;
+  const gatePrefix = `${base}gate:`;
   return {
     ns: namespace,
-    trackedPrefixes: [keyPrefix, acctPrefix],
+    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix],
+    datasetMarker: `${base}dataset`,
     keyRecord: (digest) => keyPrefix + digest,
     keyIdIndex: (keyId) => `${base}keyid:${keyId}`,
     account: (accountId) => acctPrefix + accountId,
     accountKeys: (accountId) => `${base}acctkeys:${accountId}`,
     accountActiveKeys: (accountId) => `${base}acctactive:${accountId}`,
+    gate: (a) => `${gatePrefix}{${a}}`,
+    wallet: (a) => `${base}wallet:{${a}}`,
+    credits: (a) => `${base}credits:{${a}}`,
+    keySpend: (a, keyId) => `${base}spend:{${a}}:${keyId}`,
+    keyUse: (a, keyId) => `${base}keyuse:{${a}}:${keyId}`,
+    usageRequest: (a, requestId) => `${base}usagereq:{${a}}:${requestId}`,
+    usageLog: (a) => `${base}usage:{${a}}`,
+    usageAccounts: () => `${base}usageaccts`,
   };
 }
 
@@ -114,6 +152,56 @@ const sidecarRecord = z.object({
 
 const modelList = z.array(z.string().min(1).max(256)).max(1000);
 
+/** The `models` field: a JSON array of patterns. Decodes to the list, or a string naming the problem. */
+export function decodeModels(text: string): string[] | { readonly corrupt: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { corrupt: 'models: not JSON' };
+  }
+  const m = modelList.safeParse(parsed);
+  return m.success ? m.data : { corrupt: 'models: not an array of model patterns' };
+}
+
+export function encodeModels(models: readonly string[]): string {
+  return JSON.stringify(models);
+}
+
+/** A new key record, as written (the console's scripts add `created_at`, `updated_at` and `rev` from the store's clock). */
+export interface NewKeyRecord {
+  readonly id: string;
+  readonly account: string;
+  readonly name: string;
+  readonly status?: KeyStatus;
+  readonly models: readonly string[] | null;
+  readonly expiresAt: number | null;
+  readonly hint?: string;
+  /** The reveal envelope (`src/keys/crypto.ts`). */
+  readonly secret?: string;
+  /** Written by seeding that bypasses the console's scripts. */
+  readonly createdAt?: number;
+  readonly updatedAt?: number;
+}
+
+/** A key record as a flat field/value list (HSET arguments); absent optional fields are not written. */
+export function encodeKeyRecord(r: NewKeyRecord): string[] {
+  const out: string[] = [
+    KeyField.version, SCHEMA_VERSION,
+    KeyField.id, r.id,
+    KeyField.account, r.account,
+    KeyField.name, r.name,
+    KeyField.status, r.status ?? 'active',
+  ];
+  if (r.hint !== undefined) out.push(KeyField.hint, r.hint);
+  if (r.secret !== undefined) out.push(KeyField.secret, r.secret);
+  if (r.models !== null) out.push(KeyField.models, encodeModels(r.models));
+  if (r.expiresAt !== null) out.push(KeyField.expiresAt, String(r.expiresAt));
+  if (r.createdAt !== undefined) out.push(KeyField.createdAt, String(r.createdAt));
+  if (r.updatedAt !== undefined) out.push(KeyField.updatedAt, String(r.updatedAt));
+  return out;
+}
+
 export type ParsedKey =
   | { readonly kind: 'absent' } // no record, or revoked: indistinguishable by design
   | { readonly kind: 'grant'; readonly grant: KeyGrant }
@@ -121,12 +209,18 @@ export type ParsedKey =
 
 const ABSENT: ParsedKey = { kind: 'absent' };
 
+const STATUS_AT = SIDECAR_KEY_FIELDS.indexOf(KeyField.status);
+
 /**
  * Parses an HMGET of SIDECAR_KEY_FIELDS. A record that does not follow the schema is `corrupt`
  * (the caller denies it as an invalid key and logs it once) — never a grant.
+ * The status is looked at first: a revoked record is absent without reading any other field (its
+ * model list can be large), so a revoked key and a never-issued one cost the same work.
  */
 export function parseSidecarKey(values: readonly (string | null)[]): ParsedKey {
-  if (values.every((v) => v === null)) return ABSENT;
+  const status = values[STATUS_AT];
+  if (status === 'revoked') return ABSENT;
+  if (status === null && values.every((v) => v === null)) return ABSENT;
   const r = sidecarRecord.safeParse({
     v: values[0] ?? undefined,
     id: values[1] ?? undefined,
@@ -138,18 +232,11 @@ export function parseSidecarKey(values: readonly (string | null)[]): ParsedKey {
   if (!r.success) {
     return { kind: 'corrupt', reason: r.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ') };
   }
-  if (r.data.status === 'revoked') return ABSENT;
   let models: string[] | null = null;
   if (r.data.models !== null) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(r.data.models);
-    } catch {
-      return { kind: 'corrupt', reason: 'models: not JSON' };
-    }
-    const m = modelList.safeParse(parsed);
-    if (!m.success) return { kind: 'corrupt', reason: 'models: not an array of model patterns' };
-    models = m.data;
+    const m = decodeModels(r.data.models);
+    if (!Array.isArray(m)) return { kind: 'corrupt', reason: m.corrupt };
+    models = m;
   }
   return {
     kind: 'grant',
@@ -189,6 +276,7 @@ const consoleRecord = z.object({
   name: z.string().max(4 * LIMITS.nameMaxChars),
   status: z.enum(['active', 'revoked']),
   models: z.string().max(65536).optional(),
+  revoked_models: z.string().max(65536).optional(),
   expires_at: epochMs.optional(),
   created_at: epochMs,
   updated_at: epochMs,
@@ -205,16 +293,12 @@ export function parseKeyRecord(hash: Record<string, string>): KeyRecord | null |
   if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`).join('; ');
   const d = r.data;
   let models: string[] | null = null;
-  if (d.models !== undefined) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(d.models);
-    } catch {
-      return 'models: not JSON';
-    }
-    const m = modelList.safeParse(parsed);
-    if (!m.success) return 'models: not an array of model patterns';
-    models = m.data;
+  // A revoked key's list is in `revoked_models` (records revoked before revision 3 keep it in `models`).
+  const modelsText = d.status === 'revoked' ? (d.revoked_models ?? d.models) : d.models;
+  if (modelsText !== undefined) {
+    const m = decodeModels(modelsText);
+    if (!Array.isArray(m)) return m.corrupt;
+    models = m;
   }
   return {
     id: d.id,

@@ -26,8 +26,9 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
+import type { Gate } from '../schema/money.ts';
 import type { ParsedKey, Schema } from '../schema/redis-schema.ts';
-import { StoreUnavailable, type KeyStore } from './key-store.ts';
+import { StoreUnavailable, type CachedAccount, type KeyStore } from './key-store.ts';
 import type { Tracker } from './invalidation.ts';
 
 export interface CacheOptions {
@@ -75,7 +76,7 @@ export interface CacheStats {
 }
 
 type AccountAnswer = boolean | 'corrupt';
-type Answer = ParsedKey | AccountAnswer;
+type Answer = ParsedKey | AccountAnswer | Gate;
 
 interface Flight {
   readonly promise: Promise<Answer>;
@@ -83,13 +84,25 @@ interface Flight {
   invalidated: boolean;
 }
 
-/** The uncached reads the cache sits in front of (`RedisKeyStore`). */
-export interface StoreReader extends KeyStore {}
 
-const afterPendingIo = () => new Promise<void>((resolve) => setImmediate(resolve));
+/**
+ * Resolves after the I/O callbacks of the current loop turn (`setImmediate`): an invalidation that
+ * arrived with the request is applied before the cache answers. One promise per turn, shared by
+ * every lookup of that turn (under load a poll batch holds many requests); reset when it fires, so
+ * a lookup after that waits for the next turn.
+ */
+let turn: Promise<void> | null = null;
+function afterPendingIo(): Promise<void> {
+  return (turn ??= new Promise<void>((resolve) =>
+    setImmediate(() => {
+      turn = null;
+      resolve();
+    }),
+  ));
+}
 
 export class CachedKeyStore implements KeyStore {
-  readonly #inner: StoreReader;
+  readonly #inner: KeyStore;
   readonly #tracker: Tracker | null;
   readonly #schema: Schema;
   readonly #opts: CacheOptions;
@@ -113,7 +126,7 @@ export class CachedKeyStore implements KeyStore {
     staleServed: 0,
   };
 
-  constructor(inner: StoreReader, tracker: Tracker | null, s: Schema, opts: CacheOptions, log: Logger) {
+  constructor(inner: KeyStore, tracker: Tracker | null, s: Schema, opts: CacheOptions, log: Logger) {
     this.#inner = inner;
     this.#tracker = opts.maxEntries > 0 ? tracker : null;
     this.#schema = s;
@@ -149,6 +162,22 @@ export class CachedKeyStore implements KeyStore {
 
   async accountBlocked(accountId: string): Promise<AccountAnswer> {
     return (await this.#lookup(this.#schema.account(accountId), () => this.#inner.accountBlocked(accountId))) as AccountAnswer;
+  }
+
+  /** Both account answers from memory, or undefined (see `KeyStore.cachedAccount`). */
+  cachedAccount(accountId: string): CachedAccount | undefined {
+    if (!this.#tracked) return undefined;
+    const blocked = this.#pos!.get(this.#schema.account(accountId));
+    if (blocked === undefined) return undefined;
+    const gate = this.#pos!.get(this.#schema.gate(accountId));
+    if (gate === undefined) return undefined;
+    this.#counters.hits += 2;
+    return { blocked: blocked as AccountAnswer, gate: gate as Gate | 'corrupt' };
+  }
+
+  /** The account's gate record, cached like the account record (it changes only on threshold crossings). */
+  async gate(accountId: string): Promise<Gate | 'corrupt'> {
+    return (await this.#lookup(this.#schema.gate(accountId), () => this.#inner.gate(accountId))) as Gate | 'corrupt';
   }
 
   /** Data link up and, when caching, the invalidation link confirmed. */
@@ -222,7 +251,7 @@ export class CachedKeyStore implements KeyStore {
   }
 
   #put(rkey: string, value: Answer): void {
-    const negative = typeof value === 'object' && value.kind !== 'grant';
+    const negative = typeof value === 'object' && 'kind' in value && value.kind !== 'grant';
     if (negative) {
       if (this.#neg) this.#neg.set(rkey, value);
       this.#pos!.delete(rkey);

@@ -1,7 +1,9 @@
 /**
  * The sidecar's store from config: the data connection (`REDIS_URL`, any mode), the uncached
  * `RedisKeyStore`, and in front of it the `CachedKeyStore` with its invalidation tracker
- * (one link for standalone/Sentinel, one per master for Cluster).
+ * (one link for standalone/Sentinel, one per master for Cluster). With Sentinel, a watch on the
+ * sentinels' failover announcements pauses the store while a failover is under way and moves
+ * every connection to the new master as soon as it is announced (`sentinel-watch.ts`).
  */
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -9,36 +11,40 @@ import type { Config } from '../config.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { CachedKeyStore } from './cache.ts';
 import { ClusterTracker, SingleTracker, type Tracker, type TrackingOptions } from './invalidation.ts';
-import { connectRedis, nodeOptions, parseRedisUrl } from './redis.ts';
+import { parseRedisUrl } from '../redis-url.ts';
+import { connectRedis, nodeOptions } from './redis.ts';
 import { RedisKeyStore } from './redis-store.ts';
+import { watchSentinels } from './sentinel-watch.ts';
 
 export { CachedKeyStore, type CacheStats } from './cache.ts';
 
 export type StoreConfig = Pick<
   Config,
-  'redisUrl' | 'redisTimeoutMs' | 'cacheMaxEntries' | 'serveCachedDuringOutage' | 'storeMaxInflight'
+  'redisUrl' | 'redisTimeoutMs' | 'cacheMaxEntries' | 'serveCachedDuringOutage' | 'storeMaxInflight' | 'stalenessBoundMs'
 >;
-
-/** Liveness check interval of the invalidation links. */
-const HEARTBEAT_MS = 1000;
 
 /** Called for each connection the store opens: `commands` (data) and `invalidation` (subscribers). */
 export type WatchConnection = (client: Redis | Cluster, connection: 'commands' | 'invalidation') => void;
 
 export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watch: WatchConnection = () => {}): CachedKeyStore {
-  const redis = connectRedis(config.redisUrl, { commandTimeoutMs: config.redisTimeoutMs, connectionName: 'keygate-sidecar' });
-  redis.on('error', (err: Error) => log.warn({ err: { message: err.message } }, 'redis connection error'));
+  const parsed = parseRedisUrl(config.redisUrl);
+  // A connection that died silently (no FIN, no RST) is replaced once a command has waited this long.
+  const socketTimeoutMs = Math.max(1000, config.redisTimeoutMs * 4);
+  const redis = connectRedis(config.redisUrl, { commandTimeoutMs: config.redisTimeoutMs, connectionName: 'keygate-sidecar', socketTimeoutMs });
+  // Connection errors are reported by the caller's `watch` (RedisOutageReporter: once, then a slow reminder).
+  redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis connection error'));
   watch(redis, 'commands');
   const inner = new RedisKeyStore(redis, s, log);
 
   let tracker: Tracker | null = null;
+  let single: SingleTracker | null = null;
   if (config.cacheMaxEntries > 0) {
-    // The subscriber's own liveness bound: generous, a slow PING must not flap the cache.
-    const subOpts = { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs * 4), subscriber: true, protocol: 2 as const };
+    // The subscriber's PING timeout is generous (a slow PING must not reconnect it); the staleness
+    // bound, not this timeout, decides how long the cache is trusted without an answer.
+    const subOpts = { commandTimeoutMs: socketTimeoutMs, socketTimeoutMs, subscriber: true, protocol: 2 as const };
     const onSubError = (err: Error) => log.debug({ err: { message: err.message } }, 'invalidation connection error');
-    const opts: TrackingOptions = { prefixes: s.trackedPrefixes, heartbeatMs: HEARTBEAT_MS, retryMs: 250, log };
+    const opts: TrackingOptions = { prefixes: s.trackedPrefixes, boundMs: config.stalenessBoundMs, retryMs: 250, log };
     if (redis instanceof Cluster) {
-      const parsed = parseRedisUrl(config.redisUrl);
       tracker = new ClusterTracker(
         redis,
         (host, port, name) => {
@@ -50,7 +56,7 @@ export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watc
         opts,
       );
     } else {
-      tracker = new SingleTracker(
+      tracker = single = new SingleTracker(
         redis,
         (name) => {
           const sub = connectRedis(config.redisUrl, { ...subOpts, connectionName: name }) as Redis;
@@ -58,9 +64,27 @@ export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watc
           watch(sub, 'invalidation');
           return sub;
         },
-        opts,
+        { ...opts, datasetMarker: s.datasetMarker, requireMaster: parsed.mode === 'sentinel' },
       );
     }
+  }
+  if (parsed.mode === 'sentinel') {
+    const sentinels = watchSentinels(
+      parsed,
+      {
+        started: (reason) => {
+          inner.pause(reason);
+          single?.pause(reason);
+        },
+        switched: (reason) => {
+          inner.resume();
+          if (single) single.masterSwitched(reason);
+          else redis.disconnect(true);
+        },
+      },
+      log,
+    );
+    inner.onClose(() => sentinels.close());
   }
 
   return new CachedKeyStore(

@@ -18,6 +18,16 @@
  * The subscriber speaks RESP2: ioredis drops RESP3 `invalidate` pushes, while in RESP2 the server
  * delivers invalidations as ordinary pub/sub messages (payload: an array of key names, or null for
  * "everything", e.g. FLUSHALL).
+ *
+ * Staleness bound (`boundMs`): what Redis cannot announce — a connection that dies without FIN or
+ * RST, a dataset swapped under the connection (`SWAPDB`), a planned Sentinel failover that leaves
+ * the old master answering — is caught by a heartbeat every quarter of the bound: one round trip on
+ * each connection (`PING` on the subscriber; `CLIENT TRACKINGINFO`, and where it applies the
+ * dataset marker and `ROLE`, pipelined on the data connection). A link counts as tracked only
+ * while the last fully confirmed heartbeat was *sent* less than `boundMs` ago: the subscriber's
+ * PONG arrives after every invalidation the server queued before it, so a confirmation proves the
+ * cache has seen every change made before the heartbeat was sent. Past the bound without one, the
+ * link is lost (cache dropped) and tracking is set up again from scratch.
  */
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -46,10 +56,21 @@ export interface Tracker extends EventEmitter<TrackerEvents> {
 
 export interface TrackingOptions {
   readonly prefixes: readonly string[];
-  /** Interval of the liveness check of both connections of a tracked link. */
-  readonly heartbeatMs: number;
+  /**
+   * Staleness bound: a link is tracked only while its last confirmed heartbeat was sent less than
+   * this long ago. The heartbeat runs every quarter of it.
+   */
+  readonly boundMs: number;
   /** Delay before retrying a failed attempt to enable tracking. */
   readonly retryMs: number;
+  /**
+   * Dataset marker (standalone, Sentinel): a key holding a random value, created if absent when
+   * tracking is enabled and compared on every heartbeat; a different value (or none) means the
+   * dataset under the connection was replaced without an invalidation (`SWAPDB`).
+   */
+  readonly datasetMarker?: string;
+  /** The data connection must be a master (Sentinel): `ROLE` is checked on every heartbeat. */
+  readonly requireMaster?: boolean;
   readonly log: Logger;
 }
 
@@ -65,8 +86,17 @@ const noop = () => {};
 
 /** One data connection and its redirect subscriber on the same server. */
 export class TrackingLink {
-  tracked = false;
   reconnects = 0;
+  /** Tracking enabled on the current pair of connections (see `tracked` for the bound). */
+  #on = false;
+  /** When the last fully confirmed heartbeat (or the tracking setup) was sent (`performance.now()`). */
+  #confirmedAt = 0;
+  /** The dataset marker's value read when tracking was enabled. */
+  #marker: string | null = null;
+  #lapse: NodeJS.Timeout | undefined;
+  #markerWarned = false;
+  /** A Sentinel failover is under way: no tracking until it ends. */
+  #paused = false;
   readonly #data: Redis;
   readonly #sub: Redis;
   readonly #subName: string;
@@ -120,11 +150,16 @@ export class TrackingLink {
       if (channel.toString() !== INVALIDATE_CHANNEL) return;
       this.#h.invalidate(Array.isArray(message) ? message.map((k) => String(k)) : null);
     });
-    this.#beat = setInterval(() => this.#heartbeat(), opts.heartbeatMs);
+    this.#beat = setInterval(() => this.#heartbeat(), Math.max(10, Math.floor(opts.boundMs / 4)));
     this.#beat.unref();
     if (data.status === 'wait') data.connect().catch(noop);
     if (data.status === 'ready') this.#seenReady.data = true;
     this.#kick();
+  }
+
+  /** Tracking is on and was confirmed within the staleness bound. */
+  get tracked(): boolean {
+    return this.#on && performance.now() - this.#confirmedAt < this.#opts.boundMs;
   }
 
   close(): void {
@@ -132,10 +167,30 @@ export class TrackingLink {
     this.#closed = true;
     clearInterval(this.#beat);
     clearTimeout(this.#retry);
+    clearTimeout(this.#lapse);
     this.#detach();
     this.#gen++;
-    this.tracked = false;
+    this.#on = false;
     this.#sub.disconnect();
+  }
+
+  /** A failover is under way (Sentinel announced it): tracking dropped now and not set up again until `masterSwitched`. */
+  pause(reason: string): void {
+    if (this.#closed) return;
+    this.#paused = true;
+    this.#lost(reason);
+  }
+
+  /**
+   * The master moved (or the failover was given up): drop tracking now, before any further answer,
+   * and reconnect both connections, which resolve the master through the sentinels.
+   */
+  masterSwitched(reason: string): void {
+    if (this.#closed) return;
+    this.#paused = false;
+    this.#lost(reason);
+    this.#data.disconnect(true);
+    this.#sub.disconnect(true);
   }
 
   /**
@@ -169,11 +224,66 @@ export class TrackingLink {
 
   #lost(reason: string): void {
     this.#gen++;
-    if (this.tracked) {
-      this.tracked = false;
+    clearTimeout(this.#lapse);
+    if (this.#on) {
+      this.#on = false;
       this.#opts.log.warn({ link: this.#label, reason }, 'cache invalidation link lost; cache dropped');
       this.#h.state(false, reason);
     }
+  }
+
+  /** Extends the tracked window to `sentAt + boundMs`; past it without a newer proof, the link is lost. */
+  #confirm(sentAt: number): void {
+    // Once the window has closed the link stays lost: the lapse check drops it and sets it up anew
+    // (a cached answer must never outlive a gap in the proof).
+    if (sentAt <= this.#confirmedAt || !this.tracked) return;
+    this.#confirmedAt = sentAt;
+    this.#armLapse();
+  }
+
+  #armLapse(): void {
+    const sentAt = this.#confirmedAt;
+    clearTimeout(this.#lapse);
+    this.#lapse = setTimeout(() => this.#checkLapse(), Math.max(1, sentAt + this.#opts.boundMs - performance.now()));
+    this.#lapse.unref();
+  }
+
+  #checkLapse(): void {
+    if (!this.#on || this.#closed || this.tracked) return;
+    this.#lost(`no heartbeat answer within ${this.#opts.boundMs} ms`);
+    this.#kick();
+  }
+
+  /** Reads the dataset marker, creating it first when it is absent. */
+  async #readMarker(): Promise<string | null> {
+    const key = this.#opts.datasetMarker;
+    if (!key) return null;
+    try {
+      await this.#data.set(key, randomBytes(16).toString('hex'), 'NX');
+    } catch (err) {
+      const msg = (err as Error).message;
+      if (!/^(NOPERM|READONLY)/.test(msg)) throw err;
+      if (!this.#markerWarned) {
+        this.#markerWarned = true;
+        this.#opts.log.warn({ link: this.#label, err: { message: msg } }, 'cannot create the dataset marker; SWAPDB to a database without it is not detected');
+      }
+    }
+    return await this.#data.get(key);
+  }
+
+  /** One round trip on the data connection: tracking redirect, dataset marker, role. */
+  async #dataCheck(): Promise<{ redirect: number; marker: string | null; role: string | null }> {
+    const p = this.#data.pipeline().call('CLIENT', 'TRACKINGINFO');
+    if (this.#opts.datasetMarker) p.get(this.#opts.datasetMarker);
+    if (this.#opts.requireMaster) p.call('ROLE');
+    const res = (await p.exec()) ?? [];
+    for (const [err] of res) if (err) throw err;
+    const info = res[0]![1];
+    const redirect = Array.isArray(info) ? Number(info[info.indexOf('redirect') + 1]) : NaN;
+    const marker = this.#opts.datasetMarker ? ((res[1]![1] as string | null) ?? null) : null;
+    const roleReply = this.#opts.requireMaster ? res.at(-1)![1] : null;
+    const role = Array.isArray(roleReply) ? String(roleReply[0]) : null;
+    return { redirect, marker, role };
   }
 
   #kick(): void {
@@ -188,21 +298,32 @@ export class TrackingLink {
   }
 
   async #attempt(): Promise<void> {
-    if (this.#closed || this.#attempting || this.tracked) return;
+    if (this.#closed || this.#attempting || this.#on || this.#paused) return;
     if (this.#data.status === 'wait') this.#data.connect().catch(noop);
     if (this.#data.status !== 'ready' || this.#sub.status !== 'ready' || !this.#subSetup) return; // a ready event kicks again
     this.#attempting = true;
     const g = this.#gen;
+    const sentAt = performance.now();
     try {
       const id = await this.#subSetup;
-      // The subscriber must be on the data connection's server: check its unique name there.
-      const who = String(await this.#data.client('LIST', 'ID', String(id)));
-      if (!who.includes(` name=${this.#subName} `)) throw new Error('invalidation subscriber is not on the data connection server');
+      // The subscriber answers (it may have died silently), and it is on the data connection's
+      // server: its unique name is checked there.
+      const [, who] = await Promise.all([this.#sub.ping(), this.#data.client('LIST', 'ID', String(id))]);
+      if (!String(who).includes(` name=${this.#subName} `)) throw new Error('invalidation subscriber is not on the data connection server');
       if (g !== this.#gen) return;
       await this.#data.client('TRACKING', 'off');
       await this.#data.client('TRACKING', 'on', 'REDIRECT', String(id), 'BCAST', ...this.#opts.prefixes.flatMap((p) => ['PREFIX', p]));
+      // After tracking is on: a later replacement of the dataset changes what the heartbeat reads.
+      const marker = await this.#readMarker();
+      if (this.#opts.requireMaster) {
+        const role = (await this.#data.call('ROLE')) as unknown[];
+        if (String(role[0]) !== 'master') throw new Error(`data connection is on a ${String(role[0])}, not the master`);
+      }
       if (g !== this.#gen || this.#closed) return;
-      this.tracked = true;
+      this.#marker = marker;
+      this.#on = true;
+      this.#confirmedAt = sentAt;
+      this.#armLapse();
       this.#opts.log.info({ link: this.#label }, 'cache invalidation tracking on');
       this.#h.state(true, 'tracking on');
     } catch (err) {
@@ -212,29 +333,52 @@ export class TrackingLink {
       }
     } finally {
       this.#attempting = false;
-      if (!this.tracked && g !== this.#gen) this.#kick();
+      if (!this.#on && g !== this.#gen) this.#kick();
     }
   }
 
-  /** Both connections answer and the server still redirects our tracking to our subscriber. */
+  /**
+   * Both connections answer, the server still redirects our tracking to our subscriber, the dataset
+   * marker is unchanged and (Sentinel) the server is still the master. A full success extends the
+   * tracked window from the moment the heartbeat was sent.
+   */
   #heartbeat(): void {
-    if (!this.tracked || this.#closed) return;
+    if (!this.#on || this.#closed) return;
     const g = this.#gen;
     const subSetup = this.#subSetup;
-    Promise.all([this.#sub.ping(), this.#data.call('CLIENT', 'TRACKINGINFO') as Promise<unknown>, subSetup])
-      .then(([, info, id]) => {
-        if (g !== this.#gen) return;
-        const redirect = Array.isArray(info) ? info[info.indexOf('redirect') + 1] : undefined;
-        if (Number(redirect) !== id) {
-          this.#lost('tracking no longer redirected to the subscriber');
-          this.#kick();
+    const sentAt = performance.now();
+    const subOk = this.#sub.ping().then(
+      () => true,
+      (err: Error) => {
+        if (g === this.#gen) {
+          this.#lost(`invalidation heartbeat failed: ${err.message}`);
+          // Re-establish from scratch: a new subscriber connection, then tracking again.
+          this.#sub.disconnect(true);
         }
+        return false;
+      },
+    );
+    Promise.all([subOk, this.#dataCheck(), subSetup])
+      .then(([ok, check, id]) => {
+        if (g !== this.#gen || !ok) return;
+        let problem: string | null = null;
+        if (check.redirect !== id) problem = 'tracking no longer redirected to the subscriber';
+        else if (this.#opts.datasetMarker && check.marker !== this.#marker) problem = 'dataset replaced (marker changed): SWAPDB or a restore';
+        else if (this.#opts.requireMaster && check.role !== 'master') problem = `data connection is on a ${check.role}, not the master`;
+        if (problem === null) return this.#confirm(sentAt);
+        this.#lost(problem);
+        if (check.role !== null && check.role !== 'master') {
+          // Demoted (a planned failover): reconnect both, which resolve the master again.
+          this.#data.disconnect(true);
+          this.#sub.disconnect(true);
+        }
+        this.#kick();
       })
       .catch((err: Error) => {
         if (g !== this.#gen) return;
+        // The data connection did not answer: lost; ioredis' socket timeout replaces a dead socket.
         this.#lost(`heartbeat failed: ${err.message}`);
-        // Re-establish from scratch: a new subscriber connection, then tracking again.
-        this.#sub.disconnect(true);
+        this.#kick();
       });
   }
 }
@@ -263,6 +407,16 @@ export class SingleTracker extends EventEmitter<TrackerEvents> implements Tracke
 
   get reconnects(): number {
     return this.#link.reconnects;
+  }
+
+  /** Sentinel announced a failover: cache dropped at once, not used again until it ends. */
+  pause(reason: string): void {
+    this.#link.pause(reason);
+  }
+
+  /** Sentinel announced a new master (or gave up): cache dropped, both connections follow it. */
+  masterSwitched(reason: string): void {
+    this.#link.masterSwitched(reason);
   }
 
   close(): void {
@@ -297,7 +451,9 @@ export class ClusterTracker extends EventEmitter<TrackerEvents> implements Track
   }
 
   get tracked(): boolean {
-    return this.#tracked;
+    if (!this.#tracked) return false;
+    for (const { link } of this.#links.values()) if (!link.tracked) return false;
+    return true;
   }
 
   get reconnects(): number {

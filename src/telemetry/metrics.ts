@@ -23,6 +23,12 @@ export interface StoreStats {
   readonly cacheInvalidations?: number;
   /** Entries held now. */
   readonly cacheSize?: number;
+  /** Allowed requests not counted per key because the counter held its maximum of keys (monotonic). */
+  readonly usageDropped?: number;
+  /** Usage-counter flushes that failed (monotonic; their counts are kept for the next flush). */
+  readonly usageFlushFailures?: number;
+  /** Keys with counts waiting for the next flush. */
+  readonly usagePendingKeys?: number;
 }
 
 /** Anything that emits ioredis-style `error` and `reconnecting` events. */
@@ -131,6 +137,20 @@ export class Metrics {
       'Cache entries dropped because the store said they changed or the invalidation link broke.',
       (s) => s.cacheInvalidations,
     );
+    callbackCounter(
+      'keygate_usage_counts_dropped_total',
+      'Allowed requests not counted for last-used and request counts because too many keys were pending a flush.',
+      (s) => s.usageDropped,
+    );
+    callbackCounter('keygate_usage_flush_failures_total', 'Usage-counter flushes to Redis that failed (retried with the next flush).', (s) => s.usageFlushFailures);
+    new Gauge({
+      name: 'keygate_usage_pending_keys',
+      help: 'Keys whose request counts wait for the next flush (at most one second).',
+      registers,
+      collect() {
+        this.set(sum((s) => s.usagePendingKeys) ?? 0);
+      },
+    });
     new Gauge({
       name: 'keygate_cache_entries',
       help: 'Entries held in the local cache.',

@@ -4,7 +4,7 @@
  * `context_extensions`.
  */
 import * as grpc from '@grpc/grpc-js';
-import { authorizationService } from '../../src/transport/grpc/protos.ts';
+import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
 
 export interface EnvoyRequest {
   method?: string;

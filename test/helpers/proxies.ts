@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { connect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { findOnPath } from '../../src/dev/index.ts';
 import { freePort } from './redis-server.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -41,8 +42,29 @@ async function waitListening(port: number, proc: ChildProcess, out: () => string
   }
 }
 
+/**
+ * Starts every proxy of `starts` together; when one fails, closes the ones that started before
+ * throwing its error, so that a failed setup leaves no process behind.
+ */
+export async function startAll<T extends { close(): Promise<void> }>(starts: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.close() : undefined)));
+    throw failed.reason;
+  }
+  return settled.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+/** `cmd` on PATH, or an error saying how to get it (instead of spawn's bare "exited with -2"). */
+function requireBinary(cmd: string, pkg: string): void {
+  if (findOnPath(cmd)) return;
+  throw new Error(`${cmd} not found on PATH; run scripts/install as root (it installs ${pkg}), or: apt-get install ${pkg}`);
+}
+
 function launch(cmd: string, args: string[], env: NodeJS.ProcessEnv, port: number, dir: string): Promise<RunningProxy> {
   const proc = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.on('error', () => {}); // reported by waitListening as the exit code
   let log = '';
   const keep = (d: Buffer) => {
     log = (log + d.toString('utf8')).slice(-20_000);
@@ -80,6 +102,7 @@ export interface ProxyTargets {
 }
 
 export async function startCaddy(t: ProxyTargets): Promise<RunningProxy> {
+  requireBinary('caddy', 'caddy');
   const port = await freePort();
   const admin = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'keygate-caddy-'));
@@ -89,7 +112,8 @@ export async function startCaddy(t: ProxyTargets): Promise<RunningProxy> {
     XDG_DATA_HOME: join(dir, 'data'),
     XDG_CONFIG_HOME: join(dir, 'config'),
     CADDY_ADMIN: `127.0.0.1:${admin}`,
-    KEYGATE_LISTEN: `127.0.0.1:${port}`,
+    KEYGATE_PORT: String(port),
+    KEYGATE_BIND: '127.0.0.1',
     KEYGATE_AUTHZ: `127.0.0.1:${t.authzPort}`,
     KEYGATE_UPSTREAM: `127.0.0.1:${t.upstreamPort}`,
   };
@@ -99,7 +123,7 @@ export async function startCaddy(t: ProxyTargets): Promise<RunningProxy> {
 /** The shipped nginx file with its addresses replaced; throws if the file no longer has them. */
 export function nginxSiteConfig(template: string, listenPort: number, t: ProxyTargets): string {
   const subs: [string, string][] = [
-    ['listen 8080;', `listen 127.0.0.1:${listenPort};`],
+    ['listen 8080 default_server;', `listen 127.0.0.1:${listenPort} default_server;`],
     ['server 127.0.0.1:9002;', `server 127.0.0.1:${t.authzPort};`],
     ['server 127.0.0.1:8000;', `server 127.0.0.1:${t.upstreamPort};`],
   ];
@@ -113,6 +137,7 @@ export function nginxSiteConfig(template: string, listenPort: number, t: ProxyTa
 }
 
 export async function startNginx(t: ProxyTargets, site = readFileSync(NGINX_CONF, 'utf8')): Promise<RunningProxy> {
+  requireBinary('nginx', 'nginx-light');
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'keygate-nginx-'));
   for (const d of ['logs', 'tmp/body', 'tmp/proxy', 'tmp/fastcgi', 'tmp/uwsgi', 'tmp/scgi']) mkdirSync(join(dir, d), { recursive: true });

@@ -23,13 +23,14 @@ export async function dumpAllText(redis: Redis): Promise<string[]> {
     else if (type === 'set') out.push(...(await redis.smembers(key)));
     else if (type === 'zset') out.push(...(await redis.zrange(key, '0', '-1', 'WITHSCORES')));
     else if (type === 'list') out.push(...(await redis.lrange(key, 0, -1)));
+    else if (type === 'stream') out.push(...((await redis.xrange(key, '-', '+')) as [string, string[]][]).flat(2));
     else throw new Error(`unexpected type ${type} at ${key}`);
   }
   return out;
 }
 
 export interface Snapshot {
-  /** key → type, exact content (hash fields and set members sorted, values hex) and PTTL */
+  /** key → type, exact content (hash fields and set members sorted, values hex) and whether it expires */
   readonly values: Record<string, string>;
   /** Writes since start (`rdb_changes_since_last_save`; the test servers never save). */
   readonly dirty: number;
@@ -52,7 +53,9 @@ export async function snapshot(redis: Redis): Promise<Snapshot> {
       content = Object.keys(h).sort().map((f) => `${hex(Buffer.from(f))}=${hex(h[f]!)}`).join(',');
     } else if (type === 'set') content = (await redis.smembersBuffer(key)).map(hex).sort().join(',');
     else content = hex((await redis.dumpBuffer(key)) ?? Buffer.alloc(0));
-    values[key] = `${type}:${content}/${await redis.pttl(key)}`;
+    // A TTL counts down without any write: only whether the key expires is compared.
+    const pttl = await redis.pttl(key);
+    values[key] = `${type}:${content}/${pttl > 0 ? 'expires' : pttl}`;
   }
   const info = await redis.info('persistence');
   const m = /rdb_changes_since_last_save:(\d+)/.exec(info);

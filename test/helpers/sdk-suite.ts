@@ -9,6 +9,7 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { KeyConsole } from '../../src/console/key-console.ts';
 import { readModel } from '../../src/core/model/index.ts';
 import { generateKey } from '../../src/keys/format.ts';
 import type { Sidecar } from '../../src/main.ts';
@@ -52,6 +53,8 @@ interface Sdk {
 const TYPED: Record<number, { openai: unknown; anthropic: unknown }> = {
   400: { openai: OpenAI.BadRequestError, anthropic: Anthropic.BadRequestError },
   401: { openai: OpenAI.AuthenticationError, anthropic: Anthropic.AuthenticationError },
+  // Neither SDK has a class of its own for 402: their base API error, with the status and our code.
+  402: { openai: OpenAI.APIError, anthropic: Anthropic.APIError },
   403: { openai: OpenAI.PermissionDeniedError, anthropic: Anthropic.PermissionDeniedError },
   503: { openai: OpenAI.InternalServerError, anthropic: Anthropic.InternalServerError },
 };
@@ -217,6 +220,22 @@ export function sdkSuite(target: SdkSuiteTarget): void {
         await expectDenied(sdk, { key: k.key, retries: 2 }, 403, 'USER_BLOCKED');
       });
 
+      it('an empty wallet → 402 INSUFFICIENT_BALANCE, one attempt', async () => {
+        const k = await seedKey(db, s);
+        const kc = new KeyConsole({ redis: db });
+        await kc.creditAccount(k.account, 10, 'seed');
+        await kc.recordUsage({ keyId: k.id, amountMicros: 10, requestId: `r-${k.id}` });
+        await expectDenied(sdk, { key: k.key, retries: 2 }, 402, 'INSUFFICIENT_BALANCE');
+      });
+
+      it('a key at its spend limit → 402 KEY_LIMIT_EXCEEDED, one attempt', async () => {
+        const k = await seedKey(db, s);
+        const kc = new KeyConsole({ redis: db });
+        await kc.setKeyLimit(k.id, { amountMicros: 5, period: 'day' });
+        await kc.recordUsage({ keyId: k.id, amountMicros: 5, requestId: `r-${k.id}` });
+        await expectDenied(sdk, { key: k.key, retries: 2 }, 402, 'KEY_LIMIT_EXCEEDED');
+      });
+
       it('a model outside the key\'s list → PermissionDeniedError 403 MODEL_NOT_ALLOWED', async () => {
         await expectDenied(sdk, { key: restricted.key, model: sdk.otherModel, retries: 2 }, 403, 'MODEL_NOT_ALLOWED');
       });
@@ -230,7 +249,8 @@ export function sdkSuite(target: SdkSuiteTarget): void {
           return;
         }
         const err = await expectDenied(sdk, { key: restricted.key, retries: 2 }, 403, 'MODEL_NOT_ALLOWED');
-        expect((err as Error).message).toMatch(/body/);
+        expect((err as Error).message).toMatch(/The gateway cannot check the model for this route/);
+        expect((err as Error).message).not.toMatch(/Use a model the key allows/);
       });
 
       it('a client cannot pick the error shape with x-keygate-protocol', async () => {

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { generateKey, keyDigest } from '../../src/keys/format.ts';
-import { KeyField, SCHEMA_VERSION, type Schema } from '../../src/schema/redis-schema.ts';
+import { AccountField, encodeKeyRecord, type Schema } from '../../src/schema/redis-schema.ts';
 
 export interface SeededKey {
   readonly key: string;
@@ -20,23 +20,23 @@ export async function seedKey(
   const id = `key_${randomBytes(12).toString('hex').slice(0, 20)}`;
   const digest = keyDigest(key);
   const account = o.account ?? `acct-${randomBytes(4).toString('hex')}`;
-  const fields: Record<string, string> = {
-    [KeyField.version]: SCHEMA_VERSION,
-    [KeyField.id]: id,
-    [KeyField.account]: account,
-    [KeyField.name]: 'test key',
-    [KeyField.status]: o.status ?? 'active',
-    [KeyField.createdAt]: String(Date.now()),
-    [KeyField.updatedAt]: String(Date.now()),
-  };
-  if (o.models) fields[KeyField.models] = JSON.stringify(o.models);
-  if (o.expiresAt !== undefined) fields[KeyField.expiresAt] = String(o.expiresAt);
-  await redis.hset(s.keyRecord(digest), fields);
+  const now = Date.now();
+  const fields = encodeKeyRecord({
+    id,
+    account,
+    name: 'test key',
+    status: o.status ?? 'active',
+    models: o.models ?? null,
+    expiresAt: o.expiresAt ?? null,
+    createdAt: now,
+    updatedAt: now,
+  });
+  await redis.hset(s.keyRecord(digest), ...fields);
   await redis.set(s.keyIdIndex(id), digest);
   await redis.sadd(s.accountKeys(account), id);
   return { key, id, digest, account };
 }
 
 export async function setAccountStatus(redis: Redis, s: Schema, account: string, status: 'active' | 'disabled'): Promise<void> {
-  await redis.hset(s.account(account), 'status', status);
+  await redis.hset(s.account(account), AccountField.status, status);
 }

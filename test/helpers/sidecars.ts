@@ -39,9 +39,13 @@ export async function startSidecarWith(settings: Settings, log: Logger = testLog
   };
 }
 
-/** For store tests: a 1 s Redis timeout, a 2 s shutdown bound and no drain delay unless `extra` says otherwise. */
+/**
+ * For store tests: a 1 s Redis timeout, a 1 s staleness bound (the shared test machine can stall a
+ * process past the 250 ms default; tests of the bound set it), a 2 s shutdown bound and no drain
+ * delay unless `extra` says otherwise.
+ */
 export function startTestSidecar(redisUrl: string, extra: Settings = {}, log?: Logger): Promise<TestSidecar> {
-  return startSidecarWith({ redisUrl, redisTimeoutMs: 1000, shutdownTimeoutMs: 2000, drainDelayMs: 0, ...extra }, log);
+  return startSidecarWith({ redisUrl, redisTimeoutMs: 1000, stalenessBoundMs: 1000, shutdownTimeoutMs: 2000, drainDelayMs: 0, ...extra }, log);
 }
 
 export interface Stack extends TestSidecar {
@@ -77,6 +81,33 @@ export async function startStack(settings: Settings = {}, log?: Logger): Promise
   };
 }
 
+/** Two sidecars sharing one standalone Redis, their caches tracking; on a failed start nothing is left running. */
+export interface SharedPair {
+  readonly redis: RedisServer;
+  readonly db: Redis;
+  readonly a: TestSidecar;
+  readonly b: TestSidecar;
+  close(): Promise<void>;
+}
+
+export async function startSharedPair(extra: Settings = {}): Promise<SharedPair> {
+  const redis = await startRedis();
+  const started = await Promise.allSettled([startTestSidecar(redis.url, extra), startTestSidecar(redis.url, extra)]);
+  const [a, b] = started.map((r) => (r.status === 'fulfilled' ? r.value : undefined));
+  const close = async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await destroyRedis(redis);
+  };
+  try {
+    if (!a || !b) throw (started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason;
+    await waitTracking(a, b);
+    return { redis, db: redis.client(), a, b, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
 /** Polls `cond` until true; throws with `what` after `timeoutMs`. */
 export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -88,6 +119,28 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, what: stri
 
 export const waitTracking = (...sc: TestSidecar[]) =>
   waitFor(() => sc.every((x) => x.sidecar.store.stats().tracking), 'cache tracking on every sidecar');
+
+/**
+ * Checks `key` twice: allowed both times, the second with key record, account state and gate from
+ * the cache. On a loaded machine a heartbeat can miss its bound and drop the cache between the two
+ * checks (that is the staleness bound doing its job), so a warm-up that was cut that way is tried
+ * again once tracking is back, a bounded number of times.
+ */
+export async function warmAllow(sc: TestSidecar, key: string, attempts = 5): Promise<void> {
+  let last = '';
+  for (let i = 0; i < attempts; i++) {
+    await waitTracking(sc);
+    if (outcomeOf(await sc.client.check(chatRequest(key))) !== 'allow') throw new Error('warm-up check was not allowed');
+    const { hits, flushes } = sc.sidecar.store.stats();
+    const second = outcomeOf(await sc.client.check(chatRequest(key)));
+    const after = sc.sidecar.store.stats();
+    const cached = after.hits - hits;
+    if (second === 'allow' && cached === 3) return;
+    last = `second check: ${second}, ${cached} of 3 lookups from the cache`;
+    if (after.flushes === flushes) break; // not cut by a dropped cache: a real failure
+  }
+  throw new Error(last);
+}
 
 /** `'allow'` or the deny code. */
 export function outcomeOf(res: CheckResponseMsg): string {

@@ -1,28 +1,31 @@
 /**
- * Phase 6 of a check: which model a request asks for (SPEC §1 row 6, §4; docs/models.md).
+ * The model rule of a check: which model a request asks for. In the decision order it comes after
+ * the key, expiry and account rules and after both money rules (empty wallet, key spend limit)
+ * (docs/models.md: the model rule of the decision, allowed-model patterns, known endpoints).
  *
  * Only restricted keys get here (decision.ts reads the model lazily). The answer is either a model
  * read with certainty — exactly the one the upstream will run — or `uncertain` with a reason that
- * completes "This key is limited to certain models and <reason>.". Strict: a request that names no
- * model at all (listing models, files, batches) is uncertain too, so a restricted key only ever
- * passes with a model that is provably allowed.
- *
- * Where the model is read from:
- *   1. the path, when it has a `models` segment (Google `…/models/{m}:{method}`, Vertex
- *      `…/publishers/{p}/models/{m}:{method}`, model resources `/v1/models/{m}`) — path.ts;
- *   2. otherwise the body, by Content-Type: `multipart/form-data` → the `model` field
- *      (multipart.ts); JSON (`application/json`, `application/*+json`, or none) → the top-level
- *      `model` (json-scan.ts). Any other Content-Type is uncertain.
+ * completes "This key is limited to certain models and <reason>.". The rule is positive:
+ *   1. the path must be plain and name an endpoint of the entry's table (endpoints.ts, plus the
+ *      operator's rows); an endpoint that takes no model (files, batches, listings) refuses;
+ *   2. the model is read from where that endpoint carries it: the body (JSON → json-scan.ts,
+ *      multipart → multipart.ts), a `{model}` path segment, or a Gemini/Vertex/model-resource
+ *      path (path.ts);
+ *   3. every other place that could name a model — the body of a path endpoint, a `model` query
+ *      parameter — is absent or names the same model.
  */
-import type { Family } from '../family.ts';
+import { pathOnly, type Family } from '../family.ts';
 import { MAX_SCAN_BYTES, bodyBytes, scanJsonModel, type JsonRefusal } from './json-scan.ts';
 import { isUtf8Charset, parseContentType } from './header-params.ts';
 import { scanMultipartModel, type MultipartRefusal } from './multipart.ts';
-import { isValidModelName } from './names.ts';
+import { matchEndpoint, type EndpointTable } from './endpoints.ts';
+import { isValidModelName, MODEL_NAME_RULE } from './names.ts';
 import { readPathModel, type PathRefusal } from './path.ts';
+import { queryNamesOtherModel } from './query.ts';
 
 export { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from './patterns.ts';
 export { MAX_SCAN_BYTES } from './json-scan.ts';
+export { BUILTIN_ENDPOINTS, compileModelEndpoints, type EndpointTable } from './endpoints.ts';
 
 export interface ModelRequest {
   readonly family: Family;
@@ -34,11 +37,21 @@ export interface ModelRequest {
   readonly body: Uint8Array | string | undefined;
   /** True when the proxy says the body was cut short (allow_partial_message). */
   readonly bodyTruncated: boolean;
+  /** The operator's extra endpoints (KEYGATE_MODEL_ENDPOINTS), tried before the built-in ones. */
+  readonly endpoints?: EndpointTable;
 }
 
 export type ModelRead =
   | { readonly kind: 'model'; readonly model: string }
-  | { readonly kind: 'uncertain'; readonly reason: string };
+  | {
+      readonly kind: 'uncertain';
+      readonly reason: string;
+      /**
+       * Set when the gateway, not the client, is at fault (no body reaches the key check): the
+       * whole message for the client, and a note for the operator's log.
+       */
+      readonly gatewayCannotCheck?: { readonly message: string; readonly log: string };
+    };
 
 type Refusal =
   | JsonRefusal
@@ -50,9 +63,12 @@ type Refusal =
   | 'content-type'
   | 'unreadable-content-type'
   | 'charset'
-  | 'body-disagrees';
+  | 'body-disagrees'
+  | 'query-disagrees'
+  | 'unknown-endpoint'
+  | 'no-model-endpoint';
 
-const NAME_RULE = 'is not a model name keygate can vouch for (1-256 characters of letters, digits and . _ : @ + = , ~ / -)';
+const NAME_RULE = `is not a model name keygate can vouch for (${MODEL_NAME_RULE})`;
 
 /** Each reason completes "This key is limited to certain models and <reason>." */
 const REASONS: Record<Refusal, string> = {
@@ -79,10 +95,27 @@ const REASONS: Record<Refusal, string> = {
     'the request path is ambiguous (encoded characters, dot segments, repeated slashes or an unexpected form), so its model cannot be read',
   'google-path-on-other-entry': 'the request path names a model the Google way at an entry that is not a Google entry',
   'body-disagrees': 'the request body names a different model than the request path',
+  'query-disagrees': 'the query string names a model ("model" or a look-alike parameter) other than the one the request is checked for',
+  'unknown-endpoint':
+    'the request is to an endpoint keygate does not know how to read the model for (only listed model endpoints are checked; the gateway operator can add routes)',
+  'no-model-endpoint':
+    'the request is to an endpoint that takes no model (files, batches, listings, assistants), so it cannot be shown to use an allowed one; use a key without model limits for it',
 };
+
+/** No body reached the key check: the gateway cannot check this route for a restricted key. */
+const NO_BODY: ModelRead = Object.freeze({
+  kind: 'uncertain',
+  reason: REASONS['no-body'],
+  gatewayCannotCheck: Object.freeze({
+    message:
+      'The gateway cannot check the model for this route: no request body reaches its key check, so a key limited to certain models cannot be used here. Use a key without model limits on this route, or ask the gateway operator to send request bodies to the key check.',
+    log: 'a key limited to models was refused because no request body reaches keygate for a route whose model is in the body; the proxy in front of keygate does not send bodies (Caddy forward_auth, nginx auth_request, Envoy without with_request_body). Route such keys through Envoy with with_request_body, see docs/models.md',
+  }),
+});
 
 const UNCERTAIN = new Map<Refusal, ModelRead>();
 function uncertain(r: Refusal): ModelRead {
+  if (r === 'no-body') return NO_BODY;
   let u = UNCERTAIN.get(r);
   if (u === undefined) UNCERTAIN.set(r, (u = Object.freeze({ kind: 'uncertain', reason: REASONS[r] })));
   return u;
@@ -98,37 +131,54 @@ function named(model: string): ModelRead {
 const hasBody = (body: Uint8Array | string | undefined): body is Uint8Array | string =>
   body !== undefined && body.length > 0;
 
-/** The model in the body, by Content-Type. */
-function readBodyModel(req: ModelRequest): ModelRead {
-  const method = req.method.toUpperCase();
-  if (!hasBody(req.body)) {
-    return method === 'GET' || method === 'HEAD' || method === 'DELETE' || method === 'OPTIONS'
-      ? uncertain('no-model')
-      : uncertain('no-body');
-  }
-  if (req.bodyTruncated) return uncertain('truncated');
+/** What the body says about the model, by Content-Type: a model, none, or a refusal. */
+function scanBody(req: ModelRequest & { readonly body: Uint8Array | string }): { kind: 'model'; model: string } | { kind: 'absent' } | Refusal {
+  if (req.bodyTruncated) return 'truncated';
   const bytes = bodyBytes(req.body);
-  if (bytes === null) return uncertain('invalid-utf8');
-  if (bytes.length > MAX_SCAN_BYTES) return uncertain('too-large');
+  if (bytes === null) return 'invalid-utf8';
+  if (bytes.length > MAX_SCAN_BYTES) return 'too-large';
   let kind: 'json' | 'multipart' = 'json';
   let boundary: string | undefined;
   if (req.contentType !== undefined && req.contentType.trim() !== '') {
     const ct = parseContentType(req.contentType);
-    if (ct === null) return uncertain('unreadable-content-type');
+    if (ct === null) return 'unreadable-content-type';
     if (ct.value === 'multipart/form-data') {
       kind = 'multipart';
       boundary = ct.params.get('boundary');
-      if (boundary === undefined) return uncertain('invalid-multipart');
+      if (boundary === undefined) return 'invalid-multipart';
     } else if (ct.value === 'application/json' || (ct.value.startsWith('application/') && ct.value.endsWith('+json'))) {
-      if (!isUtf8Charset(ct.params.get('charset'))) return uncertain('charset');
+      if (!isUtf8Charset(ct.params.get('charset'))) return 'charset';
     } else {
-      return uncertain('content-type');
+      return 'content-type';
     }
   }
   const r = kind === 'multipart' ? scanMultipartModel(bytes, boundary!) : scanJsonModel(bytes);
-  if (r.kind === 'refused') return uncertain(r.refusal);
+  return r.kind === 'refused' ? r.refusal : r;
+}
+
+/** The model in the body of a body endpoint. */
+function readBodyModel(req: ModelRequest): ModelRead {
+  if (!hasBody(req.body)) {
+    const method = req.method.toUpperCase();
+    return method === 'GET' || method === 'HEAD' || method === 'DELETE' || method === 'OPTIONS'
+      ? uncertain('no-model')
+      : uncertain('no-body');
+  }
+  const r = scanBody({ ...req, body: req.body });
+  if (typeof r === 'string') return uncertain(r);
   if (r.kind === 'absent') return uncertain('no-model');
   return named(r.model);
+}
+
+/**
+ * A `{model}` path endpoint (Azure-style deployments, legacy engines, the operator's routes): a
+ * body that names a model must name the same one, and must be read completely to show it.
+ */
+function bodyAgreesStrictly(req: ModelRequest, model: string): Refusal | null {
+  if (!hasBody(req.body)) return null;
+  const r = scanBody({ ...req, body: req.body });
+  if (typeof r === 'string') return r;
+  return r.kind === 'absent' || r.model === model ? null : 'body-disagrees';
 }
 
 /**
@@ -154,13 +204,44 @@ function agreesWithBody(req: ModelRequest, model: string): boolean {
   return b.endsWith(`/${resource}`) && /^projects\/[^/]+\/locations\/[^/]+$/.test(b.slice(0, -resource.length - 1));
 }
 
+/** Raw characters a path segment may contain (path.ts narrows `%` further). */
+const RAW_SEGMENT = /^[A-Za-z0-9._~:@+=,%-]+$/;
+
+function plainPath(p: string): boolean {
+  const segs = p.split('/');
+  if (segs[0] !== '' || segs.length < 2) return false;
+  for (let i = 1; i < segs.length; i++) {
+    const s = segs[i]!;
+    if (s === '' || s === '.' || s === '..' || !RAW_SEGMENT.test(s)) return false;
+  }
+  return true;
+}
+
+/** The model from where the matched endpoint carries it (before the query check). */
+function readAtEndpoint(req: ModelRequest, p: string): ModelRead {
+  if (!plainPath(p)) return uncertain('ambiguous-path');
+  const match = matchEndpoint(req.family, req.method, p, req.endpoints);
+  if (match.kind === 'no-model') return uncertain('no-model-endpoint');
+  if (match.kind === 'unknown') return uncertain('unknown-endpoint');
+  const place = match.endpoint.place;
+  if (place === 'body') return readBodyModel(req);
+  if (place === 'path') {
+    const r = named(match.model!);
+    if (r.kind !== 'model') return r;
+    const disagree = bodyAgreesStrictly(req, r.model);
+    return disagree === null ? r : uncertain(disagree);
+  }
+  const pr = readPathModel(req.family, req.method, p);
+  if (pr.kind === 'refused') return uncertain(pr.refusal);
+  if (pr.kind === 'none') return uncertain('unknown-endpoint');
+  if (pr.form === 'method' && !agreesWithBody(req, pr.model)) return uncertain('body-disagrees');
+  return named(pr.model);
+}
+
 /** The model a request names, or why it cannot be known with certainty. */
 export function readModel(req: ModelRequest): ModelRead {
-  const p = readPathModel(req.family, req.method, req.path);
-  if (p.kind === 'refused') return uncertain(p.refusal);
-  if (p.kind === 'model') {
-    if (p.form === 'method' && !agreesWithBody(req, p.model)) return uncertain('body-disagrees');
-    return named(p.model);
-  }
-  return readBodyModel(req);
+  const p = pathOnly(req.path);
+  const r = readAtEndpoint(req, p);
+  if (r.kind !== 'model' || p.length === req.path.length) return r;
+  return queryNamesOtherModel(req.path.slice(p.length), r.model) ? uncertain('query-disagrees') : r;
 }

@@ -13,13 +13,17 @@ export type BodyScan<Refusal extends string> =
 /** Longest model name keygate accepts (the schema's longest allowed-model pattern). */
 export const MAX_MODEL_LENGTH = 256;
 
-/** One model-name character: ASCII letters, digits and `. _ : @ + = , ~ / -`. */
-const MODEL_CHAR = /^[A-Za-z0-9._:@+=,~/-]+$/;
+/** One model-name character: ASCII letters, digits and `. _ : @ / -`. */
+const MODEL_CHAR = /^[A-Za-z0-9._:@/-]+$/;
+
+/** The name rule in words, for deny messages and pattern errors. */
+export const MODEL_NAME_RULE = '1-256 characters of letters, digits and . _ : @ / -';
 
 /**
  * A model name keygate will vouch for: 1-256 characters of a plain ASCII set, and when it has `/`
- * parts, none empty, `.` or `..`. Anything else (whitespace, control or non-ASCII characters, `%`,
- * `?`, `#`, `\`, `*`) could be read differently by the upstream, so it is refused.
+ * parts, none empty, `.` or `..`. Anything else (a comma a router splits on, whitespace, control or
+ * non-ASCII characters, `%`, `+`, `=`, `~`, `?`, `#`, `\`, `*`) could be read differently by the
+ * upstream, so it is refused.
  */
 export function isValidModelName(name: string): boolean {
   if (name.length === 0 || name.length > MAX_MODEL_LENGTH || !MODEL_CHAR.test(name)) return false;

@@ -38,7 +38,7 @@ const VERSION = /^v\d+(?:(?:alpha|beta)\d*)?$/;
 const GOOGLE_METHOD = /^[A-Za-z][A-Za-z0-9]*$/;
 const PERCENT = /%([0-9A-Fa-f]{2})/g;
 /** Characters a percent-escape in a model name may stand for (not `%` itself: no double decoding). */
-const DECODABLE = /^[A-Za-z0-9._:@+=,~/-]$/;
+const DECODABLE = /^[A-Za-z0-9._:@/-]$/;
 
 /**
  * How many segments the most lenient server could read as `models`: percent-escapes decoded

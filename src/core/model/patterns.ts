@@ -1,5 +1,5 @@
 /**
- * Allowed-model patterns (SPEC §4): `provider/model`, `provider/*` or `*`, compared
+ * Allowed-model patterns (docs/models.md): `provider/model`, `provider/*` or `*`, compared
  * case-insensitively against the provider-qualified model. A bare name (`gpt-4o`) is accepted
  * too and matches only that exact unqualified name, i.e. a bare name sent to an OpenAI entry
  * (bare Anthropic and Google names are qualified first, so they need `anthropic/…`, `google/…`). The console validates patterns with
@@ -29,7 +29,7 @@ export function modelPatternError(pattern: string): string | null {
   if (rest === '*') return null;
   if (rest.includes('*')) return 'may use "*" only as the whole model part ("provider/*") or alone ("*")';
   if (!isValidModelName(pattern)) {
-    return 'must be a model name of letters, digits and . _ : @ + = , ~ / - (no empty, "." or ".." parts)';
+    return 'must be a model name of letters, digits and . _ : @ / - (no empty, "." or ".." parts)';
   }
   return null;
 }

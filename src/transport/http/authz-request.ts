@@ -1,5 +1,5 @@
 /**
- * HTTP external authorization (SPEC §3a), request side: which original request a proxy asks about.
+ * HTTP external authorization, request side: which original request a proxy asks about.
  * Pure: the authz request's target, method and raw headers in; the original method, path and the
  * protocol the proxy speaks out.
  *

@@ -1,10 +1,10 @@
 /**
- * HTTP external authorization (SPEC §3a), response side: a decision → status, headers, body.
+ * HTTP external authorization, response side: a decision → status, headers, body.
  *
- * - Allow: 200, empty body, the identity headers (SPEC §3) for the proxy to copy upstream, and
+ * - Allow: 200, empty body, the identity headers for the proxy to copy upstream, and
  *   `x-envoy-auth-headers-to-remove` naming the key headers (Envoy `http_service` honours it;
  *   other proxies strip them in their own config).
- * - Deny (modes `envoy`, `forward`): the status, headers and body of SPEC §2, for the proxy to copy
+ * - Deny (modes `envoy`, `forward`): the status, headers and body of a deny (`src/core/deny-response.ts`), for the proxy to copy
  *   to the client as they are.
  * - Deny (mode `nginx`): nginx `auth_request` passes only 401 and 403 and drops the body, so the
  *   answer is 401 (for 401) or 403 (for 400, 403, 503), and the real status and the whole body
@@ -13,14 +13,9 @@
  */
 import type { CheckOutcome } from '../../authorizer.ts';
 import { KEY_HEADERS } from '../../core/credentials.ts';
-import { denyResponse, type DenyRenderOptions } from '../../core/deny-response.ts';
+import { denyResponse } from '../../core/deny-response.ts';
+import type { ResponseOptions } from '../response-options.ts';
 import type { AuthzMode } from './authz-request.ts';
-
-export interface HttpResponseOptions extends DenyRenderOptions {
-  readonly accountHeader: string;
-  readonly keyIdHeader: string;
-  readonly stripKeyHeaders: boolean;
-}
 
 export interface AuthzResponse {
   readonly status: number;
@@ -41,7 +36,7 @@ export function headerSafeJson(json: string): string {
   return json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-export function authzResponse(outcome: CheckOutcome, mode: AuthzMode, opts: HttpResponseOptions): AuthzResponse {
+export function authzResponse(outcome: CheckOutcome, mode: AuthzMode, opts: ResponseOptions): AuthzResponse {
   const d = outcome.decision;
   if (d.allow) {
     const headers: Array<[string, string]> = [

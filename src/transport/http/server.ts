@@ -1,5 +1,5 @@
 /**
- * The HTTP external-authorization server (SPEC §3a) on node:http: `/authz…` answers the same
+ * The HTTP external-authorization server on node:http: `/authz…` answers the same
  * decision as the gRPC Check, for Envoy `http_service`, Caddy `forward_auth`, Traefik ForwardAuth
  * and nginx `auth_request`. Anything else is 404.
  *
@@ -13,9 +13,11 @@ import type { Logger } from 'pino';
 import type { Authorizer, CheckInput } from '../../authorizer.ts';
 import { listenOn } from '../../lifecycle.ts';
 import { BadAuthzRequest, originalRequest, rawHeaderLookup, type OriginalRequest } from './authz-request.ts';
-import { authzResponse, type HttpResponseOptions } from './authz-response.ts';
+import { authzResponse } from './authz-response.ts';
+import type { ResponseOptions } from '../response-options.ts';
+import type { Transport } from '../transport.ts';
 
-export interface HttpServerOptions extends HttpResponseOptions {
+export interface HttpServerOptions extends ResponseOptions {
   readonly host: string;
   readonly port: number;
   readonly maxBodyBytes: number;
@@ -30,7 +32,8 @@ function errorBody(message: string): string {
   return `{"error":{"message":${JSON.stringify(message)},"type":"invalid_request_error","code":"BAD_AUTHZ_REQUEST"}}`;
 }
 
-export class HttpTransport {
+export class HttpTransport implements Transport {
+  readonly name = 'http';
   readonly server: Server;
   readonly #authorizer: Authorizer;
   readonly #opts: HttpServerOptions;
@@ -46,17 +49,33 @@ export class HttpTransport {
         maxHeaderSize: opts.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
         headersTimeout: 10_000,
         requestTimeout: 30_000,
+        // How often Node enforces the two timeouts above (its default, 30 s, let a request that
+        // stopped sending its headers live three times the headers timeout).
+        connectionsCheckingInterval: 1_000,
         keepAliveTimeout: KEEP_ALIVE_MS,
         noDelay: true,
       },
-      (req, res) => this.#handle(req, res),
+      (req, res) => {
+        try {
+          this.#handle(req, res);
+        } catch (err) {
+          // One request's unexpected error ends that request (500, connection closed), nothing else.
+          this.#log.error({ err: { message: (err as Error)?.message, code: (err as NodeJS.ErrnoException)?.code } }, 'authz request failed');
+          this.#send(res, 500, [['content-type', 'application/json']], '{"error":{"message":"internal error","code":"INTERNAL"}}', true);
+        }
+      },
     );
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
       if (!socket.writable || err.code === 'ECONNRESET') {
         socket.destroy();
         return;
       }
-      const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+      const status =
+        err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? '408 Request Timeout'
+            : '400 Bad Request';
       socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     });
   }
@@ -64,6 +83,9 @@ export class HttpTransport {
   get inFlight(): number {
     return this.#inFlight;
   }
+
+  /** Plain HTTP has no health service; readiness is the admin port's `/readyz`. */
+  setServing(): void {}
 
   async listen(): Promise<number> {
     return listenOn(this.server, this.#opts.port, this.#opts.host);
@@ -157,9 +179,14 @@ export class HttpTransport {
     this.#authorizer.check(input).then(
       (outcome) => {
         this.#inFlight--;
-        const r = authzResponse(outcome, original.mode, this.#opts);
-        // A body not read to its end cannot leave the connection reusable.
-        this.#send(res, r.status, r.headers, r.body, truncated);
+        try {
+          const r = authzResponse(outcome, original.mode, this.#opts);
+          // A body not read to its end cannot leave the connection reusable.
+          this.#send(res, r.status, r.headers, r.body, truncated);
+        } catch (err) {
+          this.#log.error({ err: { message: (err as Error)?.message } }, 'authz answer failed');
+          this.#send(res, 500, [['content-type', 'application/json']], '{"error":{"message":"internal error","code":"INTERNAL"}}', true);
+        }
       },
       (err: unknown) => {
         this.#inFlight--;
@@ -170,7 +197,10 @@ export class HttpTransport {
   }
 
   #send(res: ServerResponse, status: number, headers: Array<[string, string]>, body: string, close: boolean): void {
-    if (res.writableEnded || res.destroyed) return;
+    if (res.headersSent || res.writableEnded || res.destroyed) {
+      if (!res.writableEnded && !res.destroyed) res.destroy();
+      return;
+    }
     const out: Array<[string, string]> = headers.slice();
     out.push(['content-length', String(Buffer.byteLength(body))]);
     if (close) out.push(['connection', 'close']);

@@ -1,0 +1,188 @@
+/**
+ * What the money side costs, in one run on one machine (also run by `npm run bench`):
+ *
+ *   scripts/node bench/money.ts [--quick] [--rounds N] [--duration S]
+ *
+ * 1. The cached valid-key case side by side: a sidecar with usage counting off and a key of an
+ *    account without a wallet or limits ("plain"), against a sidecar with counting on and a key with
+ *    a spend limit in a credited (enforced) wallet ("money"). Interleaved h2load runs (4x16 and 1x1),
+ *    requests/s and the target's CPU µs per request; the target is within 5% of plain.
+ * 2. Usage records one redis-server sustains through the console library: several clients, each
+ *    with many records in flight, distinct request ids over many keys and accounts; the books are
+ *    checked exactly afterwards.
+ * With `--baseline DIR` (a checkout of keygate from before wallets, with its node_modules), a third
+ * side runs that tree's sidecar on the plain key: the figure without any of the money code.
+ * Prints markdown.
+ */
+import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Redis } from 'ioredis';
+import { KeyConsole } from '../src/console/key-console.ts';
+import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
+import { KeyField, schema, type Schema } from '../src/schema/redis-schema.ts';
+import { encodeCheck } from './lib/bodies.ts';
+import { startRedis } from './lib/redis.ts';
+import { seedOne } from './lib/seed.ts';
+import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
+import { startTarget, type Target } from './lib/procs.ts';
+
+const { values: opt } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    duration: { type: 'string' },
+    baseline: { type: 'string' },
+  },
+});
+const quick = opt.quick!;
+const ROUNDS = Number(opt.rounds ?? (quick ? 2 : 5));
+const DURATION = Number(opt.duration ?? (quick ? 2 : 5));
+const RECORD_SECONDS = quick ? 3 : 10;
+const ENVOY_HEADERS = { 'grpc-timeout': '250m', 'user-agent': 'envoy/1.34.1' };
+const HERE = dirname(fileURLToPath(import.meta.url));
+const log = (m: string) => process.stderr.write(`bench/money: ${m}\n`);
+const median = (xs: number[]) => {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
+};
+
+/** One key on an account of its own (`acct-<tag>`), with the id index a usage record needs. */
+async function seedKey(db: Redis, s: Schema, tag: string): Promise<{ key: string; id: string; account: string }> {
+  const k = await seedOne(db, s, DEFAULT_KEY_PREFIX, tag);
+  const id = `key_${tag.padStart(16, '0')}`;
+  await db.set(s.keyIdIndex(id), k.digest);
+  // The console's view of a key (setKeyLimit reads it back) also needs its times.
+  await db.hset(s.keyRecord(k.digest), KeyField.createdAt, String(Date.now()), KeyField.updatedAt, String(Date.now()));
+  return { key: k.key, id, account: k.account };
+}
+
+async function main(): Promise<void> {
+  ensureH2load();
+  const tmp = join(HERE, 'tmp', `money-${process.pid}`);
+  mkdirSync(tmp, { recursive: true });
+  const redis = await startRedis();
+  const db = redis.client();
+  const s = schema();
+  const targets: Target[] = [];
+  const out: string[] = [];
+  try {
+    const plain = await seedKey(db, s, 'plain');
+    const money = await seedKey(db, s, 'money');
+    const kc = new KeyConsole({ redis: db });
+    await kc.creditAccount(money.account, 1_000_000_000_000, 'bench');
+    await kc.setKeyLimit(money.id, { amountMicros: 1_000_000_000_000, period: 'day' });
+    await kc.recordUsage({ keyId: money.id, amountMicros: 1, requestId: 'bench-warm' });
+
+    const env = { REDIS_URL: redis.url };
+    const base = await startTarget('keygate plain (no wallet, no limit, counting off)', 'keygate', { ...env, KEYGATE_COUNT_USAGE: 'false' });
+    targets.push(base);
+    const withMoney = await startTarget('keygate money (enforced wallet, key limit, counting on)', 'keygate', { ...env, KEYGATE_COUNT_USAGE: 'true' });
+    targets.push(withMoney);
+    const before = opt.baseline
+      ? await startTarget('keygate before wallets', 'keygate', env, [], join(opt.baseline, 'bench/lib/target.ts'))
+      : null;
+    if (before) targets.push(before);
+    const plainFile = join(tmp, 'plain.bin');
+    const moneyFile = join(tmp, 'money.bin');
+    writeFileSync(plainFile, encodeCheck({ key: plain.key }));
+    writeFileSync(moneyFile, encodeCheck({ key: money.key }));
+
+    const runs = new Map<string, { r: H2loadResult; cpu: number }[]>();
+    const drive = async (t: Target, file: string, c: number, m: number, label: string) => {
+      const c0 = t.cpuMs();
+      const r = await runH2load({ port: t.port, bodyFile: file, connections: c, streams: m, durationSec: DURATION, warmupSec: quick ? 0.3 : 1, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
+      if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${t.name}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed`);
+      const cpu = ((t.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests);
+      runs.set(label, [...(runs.get(label) ?? []), { r, cpu }]);
+    };
+    for (let round = 0; round < ROUNDS; round++) {
+      log(`round ${round + 1}/${ROUNDS}`);
+      // Alternate which goes first, so that drift in the machine's load does not favour one side.
+      const sides: [Target, string, string][] = [[base, plainFile, 'plain'], [withMoney, moneyFile, 'money']];
+      if (before) sides.push([before, plainFile, 'before']);
+      const order = round % 2 ? [...sides].reverse() : sides;
+      for (const [c, m] of [[4, 16], [1, 1]] as const) {
+        for (const [t, f, name] of order as [Target, string, string][]) await drive(t, f, c, m, `${c}x${m}|${name}`);
+      }
+    }
+    // The counts reached Redis (at most a second later) while the money side was driven.
+    await new Promise((r) => setTimeout(r, 1500));
+    const counted = (await kc.getKeyView(money.id)).usage.requests.today;
+
+    out.push(
+      `Cached valid key, side by side in one run: h2load ${DURATION}s per run, median of ${ROUNDS} interleaved rounds (order alternating). ` +
+        '"plain": an account without a wallet, a key without a limit, usage counting off (`KEYGATE_COUNT_USAGE=false`); ' +
+        '"money": a credited (enforced) wallet, a key with a daily limit, usage counting on. "money / plain" > 0.95 (req/s) and < 1.05 (CPU) meet the 5% target.',
+      '',
+      '| streams | side | req/s | p99 ms | CPU µs/req |',
+      '|---|---|---:|---:|---:|',
+    );
+    const ratios: string[] = [];
+    for (const cm of ['4x16', '1x1']) {
+      const v = (name: string) => {
+        const rs = runs.get(`${cm}|${name}`)!;
+        return { rps: median(rs.map((x) => x.r.rps)), p99: median(rs.map((x) => x.r.p99us)), cpu: median(rs.map((x) => x.cpu)) };
+      };
+      const p = v('plain');
+      const m = v('money');
+      out.push(`| ${cm} | plain | ${p.rps.toFixed(0)} | ${(p.p99 / 1000).toFixed(2)} | ${p.cpu.toFixed(1)} |`);
+      out.push(`| ${cm} | money | ${m.rps.toFixed(0)} | ${(m.p99 / 1000).toFixed(2)} | ${m.cpu.toFixed(1)} |`);
+      ratios.push(`${cm}: money / plain = **${(m.rps / p.rps).toFixed(3)}** (req/s), **${(m.cpu / p.cpu).toFixed(3)}** (CPU per request)`);
+      if (before) {
+        const b = v('before');
+        out.push(`| ${cm} | before wallets | ${b.rps.toFixed(0)} | ${(b.p99 / 1000).toFixed(2)} | ${b.cpu.toFixed(1)} |`);
+        ratios.push(`${cm}: money / before wallets = **${(m.rps / b.rps).toFixed(3)}** (req/s), **${(m.cpu / b.cpu).toFixed(3)}** (CPU per request)`);
+      }
+    }
+    out.push('', ...ratios.map((r) => `- ${r}`), `- requests the money sidecar counted and flushed for its key: ${counted}`, '');
+
+    // ---- 2. usage records per second
+    const CLIENTS = 4;
+    const IN_FLIGHT = 64;
+    const ACCOUNTS = 100;
+    const keys: { id: string; account: string }[] = [];
+    for (let i = 0; i < ACCOUNTS; i++) keys.push(await seedKey(db, s, `rate${i}`));
+    const cons = Array.from({ length: CLIENTS }, () => new KeyConsole({ redis: redis.url }));
+    for (const k of keys) await kc.creditAccount(k.account, 1_000_000_000_000, 'bench');
+    let n = 0;
+    const lat: number[] = [];
+    const deadline = Date.now() + RECORD_SECONDS * 1000;
+    const t0 = Date.now();
+    await Promise.all(
+      cons.flatMap((c, ci) =>
+        Array.from({ length: IN_FLIGHT }, async (_, w) => {
+          for (let j = 0; Date.now() < deadline; j++) {
+            const k = keys[(ci * IN_FLIGHT + w + j) % keys.length]!;
+            const start = performance.now();
+            await c.recordUsage({ keyId: k.id, amountMicros: 7, requestId: `rate-${ci}-${w}-${j}`, model: 'openai/gpt-4o', inputTokens: 100, outputTokens: 20 });
+            lat.push(performance.now() - start);
+            n++;
+          }
+        }),
+      ),
+    );
+    const secs = (Date.now() - t0) / 1000;
+    let spent = 0;
+    for (const k of keys) spent += 1_000_000_000_000 - (await kc.accountInfo(k.account)).wallet.balance_micros;
+    if (spent !== n * 7) throw new Error(`books do not balance: ${spent} != ${n * 7}`);
+    lat.sort((a, b) => a - b);
+    out.push(
+      `Usage records one redis-server sustains through the console library: ${CLIENTS} clients x ${IN_FLIGHT} in flight, ${keys.length} keys in as many accounts, ${RECORD_SECONDS}s:`,
+      '',
+      '| records | records/s | p50 ms | p99 ms | books exact |',
+      '|---:|---:|---:|---:|---|',
+      `| ${n} | ${(n / secs).toFixed(0)} | ${lat[Math.floor(lat.length * 0.5)]!.toFixed(2)} | ${lat[Math.floor(lat.length * 0.99)]!.toFixed(2)} | yes (Σ debits = ${spent} µ) |`,
+      '',
+    );
+    await Promise.all(cons.map((c) => c.close()));
+    process.stdout.write(out.join('\n') + '\n');
+  } finally {
+    for (const t of targets) await t.stop();
+    await redis.stop();
+  }
+}
+
+await main();

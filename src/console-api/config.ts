@@ -1,0 +1,82 @@
+/**
+ * Configuration of `keygate console` (the management API): its own settings, validated with zod,
+ * plus the store settings it shares with the sidecar (Redis URL, namespace, key prefix, log level,
+ * drain and shutdown bounds), read the same way.
+ */
+import { z } from 'zod';
+import { ConfigError, loadConfig } from '../config.ts';
+
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((v, ctx): boolean | number | string[] => {
+    if (v === '' || v === 'false') return false;
+    if (v === 'true') return true;
+    if (/^\d{1,2}$/.test(v)) return Number(v);
+    const list = v.split(',').map((s) => s.trim());
+    if (list.every((s) => /^[0-9a-fA-F:.]+(?:\/\d{1,3})?$/.test(s))) return list;
+    ctx.addIssue({ code: 'custom', message: 'must be false, true, a hop count, or a comma-separated list of proxy addresses/CIDRs' });
+    return z.NEVER;
+  });
+
+export const consoleApiConfigSchema = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(9004),
+  host: z.string().min(1).default('0.0.0.0'),
+  /** Whether X-Forwarded-For/-Proto/-Host are believed (Fastify `trustProxy`). Default: never. */
+  trustProxy: trustProxy.default(false),
+  /** Requests per minute per client address (429 beyond). */
+  rateLimitPerMinute: z.coerce.number().int().min(1).max(1_000_000).default(600),
+  /** Request body bound in bytes (413 beyond). */
+  bodyLimitBytes: z.coerce.number().int().min(1024).max(1024 * 1024).default(1024 * 1024),
+  /** How long a web console session lasts after sign-in, in seconds (absolute, not idle). */
+  sessionTtlSeconds: z.coerce.number().int().min(60).max(7 * 86400).default(8 * 3600),
+  /** The origin browsers use for the web console when a proxy changes scheme or host (else the request's own). */
+  publicOrigin: z
+    .url({ protocol: /^https?$/ })
+    .transform((u) => new URL(u).origin)
+    .optional(),
+});
+
+export const CONSOLE_ENV = {
+  port: 'KEYGATE_CONSOLE_PORT',
+  host: 'KEYGATE_CONSOLE_HOST',
+  trustProxy: 'KEYGATE_CONSOLE_TRUST_PROXY',
+  rateLimitPerMinute: 'KEYGATE_CONSOLE_RATE_LIMIT',
+  bodyLimitBytes: 'KEYGATE_CONSOLE_BODY_LIMIT',
+  sessionTtlSeconds: 'KEYGATE_CONSOLE_SESSION_TTL',
+  publicOrigin: 'KEYGATE_CONSOLE_PUBLIC_ORIGIN',
+} as const;
+
+export type ConsoleApiConfig = z.infer<typeof consoleApiConfigSchema> & {
+  readonly redisUrl: string;
+  readonly redisNamespace: string;
+  readonly keyPrefix: string;
+  readonly logLevel: string;
+  readonly drainDelayMs: number;
+  readonly shutdownTimeoutMs: number;
+};
+
+export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string } = {}, env: NodeJS.ProcessEnv = process.env): ConsoleApiConfig {
+  const shared = loadConfig({ redisUrl: flags.redisUrl }, env);
+  const raw: Record<string, unknown> = {};
+  for (const [k, name] of Object.entries(CONSOLE_ENV)) {
+    const v = env[name];
+    if (v !== undefined && v !== '') raw[k] = v;
+  }
+  if (flags.port !== undefined) raw.port = flags.port;
+  const r = consoleApiConfigSchema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    const key = issue.path[0] as keyof typeof CONSOLE_ENV;
+    throw new ConfigError(`invalid setting ${CONSOLE_ENV[key] ?? String(key)}: ${issue.message}`);
+  }
+  return {
+    ...r.data,
+    redisUrl: shared.redisUrl,
+    redisNamespace: shared.redisNamespace,
+    keyPrefix: shared.keyPrefix,
+    logLevel: shared.logLevel,
+    drainDelayMs: shared.drainDelayMs,
+    shutdownTimeoutMs: shared.shutdownTimeoutMs,
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * Wiring of `keygate console`: config → console library → management API server. `startConsole`
+ * returns a handle that the CLI and the tests use, with the same graceful stop as the sidecar
+ * (readiness false at once, keep serving for the drain delay, then close in-flight requests and
+ * the store, all bounded by the shutdown timeout).
+ */
+import { createRequire } from 'node:module';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { KeyConsole } from '../console/key-console.ts';
+import { ManagementConsole } from '../console/management.ts';
+import { shutdownSequence } from '../lifecycle.ts';
+import type { ConsoleApiConfig } from './config.ts';
+import { buildConsoleApp, type ServedRoute } from './server.ts';
+
+export interface ConsoleServer {
+  readonly port: number;
+  readonly app: FastifyInstance;
+  readonly console: ManagementConsole;
+  /** Every method and path served (HEAD twins left out). */
+  readonly routes: readonly ServedRoute[];
+  ready(): boolean;
+  /** Graceful stop (SIGTERM): drain delay, then close. */
+  shutdown(): Promise<void>;
+  /** `shutdown` without the drain delay. */
+  close(): Promise<void>;
+}
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
+  const keys = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey });
+  const mc = new ManagementConsole(keys);
+  let draining = false;
+  const ready = () => !draining && keys.redis.status === 'ready';
+  try {
+    const { app, routes } = await buildConsoleApp(mc, { config, version, ready }, log);
+    await app.listen({ port: config.port, host: config.host });
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.port;
+    log.info({ port }, 'keygate console listening');
+    const stop = shutdownSequence(
+      {
+        shutdownTimeoutMs: config.shutdownTimeoutMs,
+        drain: () => {
+          draining = true;
+        },
+        transports: [
+          {
+            name: 'console',
+            close: async (timeoutMs) => {
+              const cut = setTimeout(() => app.server.closeAllConnections(), timeoutMs);
+              try {
+                await app.close();
+              } finally {
+                clearTimeout(cut);
+              }
+            },
+          },
+        ],
+        admin: { name: 'none', close: async () => {} },
+        store: mc,
+      },
+      log,
+    );
+    return { port, app, console: mc, routes, ready, shutdown: () => stop(config.drainDelayMs), close: () => stop(0) };
+  } catch (err) {
+    await mc.close();
+    throw err;
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * `keygate console`: the management API (Fastify). Request schemas are zod (fastify-type-provider-zod)
+ * and the OpenAPI 3.1 document at `/openapi.json` is generated from them (@fastify/swagger).
+ * Every error answer is `{"error": {"code", "message"}}` (errors.ts). `/healthz`, `/readyz` and
+ * `/metrics` are on the same port. `/` stays free for the web page.
+ */
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ConsoleError } from '../console/errors.ts';
+import type { ManagementConsole, TokenRecord } from '../console/management.ts';
+import { consoleWebPlugin, type TokenDirectory } from '../console-web/plugin.ts';
+import { authenticate } from './auth.ts';
+import type { ConsoleApiConfig } from './config.ts';
+import { ApiError, fromConsoleError } from './errors.ts';
+import { registerRoutes } from './routes.ts';
+import { Health } from './schemas.ts';
+
+export interface ConsoleAppOptions {
+  readonly config: Pick<ConsoleApiConfig, 'trustProxy' | 'rateLimitPerMinute' | 'bodyLimitBytes' | 'keyPrefix' | 'redisNamespace' | 'sessionTtlSeconds' | 'publicOrigin'>;
+  readonly version: string;
+  /** Ready as `/readyz` reports it. */
+  readonly ready: () => boolean;
+}
+
+/** A method and path the server answers (Fastify form, `:param`). */
+export interface ServedRoute {
+  readonly method: string;
+  readonly url: string;
+}
+
+/** Names a zod issue path as the field a caller sent, e.g. `body.models[2]`. */
+function fieldName(where: string, path: readonly PropertyKey[]): string {
+  let s = where;
+  for (const p of path) s += typeof p === 'number' ? `[${p}]` : `.${String(p)}`;
+  return s;
+}
+
+/** Trust the nearest `n` proxies (the hops closest to this server). */
+function trustHops(n: number): (addr: string, hop: number) => boolean {
+  return (_addr, hop) => hop < n;
+}
+
+/** The web page's view of management tokens: only active ones, by plaintext (sign-in) or id (every request). */
+function webTokens(mc: ManagementConsole): TokenDirectory {
+  return {
+    verify: (token) => mc.authenticate(token),
+    byId: async (id) => {
+      const t = await mc.getToken(id).catch((err: unknown) => {
+        if (err instanceof ConsoleError && (err.code === 'NOT_FOUND' || err.code === 'INVALID_INPUT')) return null;
+        throw err; // a store fault is a 503, not a signed-out page
+      });
+      return t?.status === 'active' ? t : null;
+    },
+  };
+}
+
+export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOptions, log: Logger): Promise<{ app: FastifyInstance; registry: Registry; routes: readonly ServedRoute[] }> {
+  const app = Fastify({
+    bodyLimit: opts.config.bodyLimitBytes,
+    trustProxy: typeof opts.config.trustProxy === 'number' ? trustHops(opts.config.trustProxy) : opts.config.trustProxy,
+    logger: false,
+    return503OnClosing: true,
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 5_000,
+    routerOptions: { maxParamLength: 200 },
+  });
+  const routes: ServedRoute[] = [];
+  app.addHook('onRoute', (r) => {
+    // The web page's static files are hidden from the API document, and are not API routes.
+    if ((r.schema as { hide?: boolean } | undefined)?.hide) return;
+    for (const method of [r.method].flat()) if (method !== 'HEAD') routes.push({ method, url: r.url });
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  // JSON only: a text/plain body is 415, not a string the schemas would reject with a vaguer message.
+  app.removeContentTypeParser('text/plain');
+  app.setSerializerCompiler(serializerCompiler);
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'keygate_console_' });
+  const requests = new Counter({ name: 'keygate_console_requests_total', help: 'Management API requests by route and status', labelNames: ['method', 'route', 'status'], registers: [registry] });
+  const duration = new Histogram({
+    name: 'keygate_console_request_duration_seconds',
+    help: 'Management API request duration by route',
+    labelNames: ['method', 'route'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    // The route pattern (never the raw URL: ids would blow up the label set); unknown paths share one label.
+    const route = req.routeOptions.url ?? 'unmatched';
+    requests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    duration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    log.debug({ method: req.method, route, status: reply.statusCode }, 'console request');
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'keygate management API', version: opts.version, description: 'Manage API keys, accounts, wallets, usage, management tokens and the audit log.' },
+      components: { securitySchemes: { managementToken: { type: 'http', scheme: 'bearer', description: 'a management token (kgmt_…) from `keygate tokens create`' } } },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(rateLimit, {
+    max: opts.config.rateLimitPerMinute,
+    timeWindow: 60_000,
+    errorResponseBuilder: (_req, ctx) => Object.assign(new ApiError('RATE_LIMITED', `too many requests; retry in ${Math.ceil(ctx.ttl / 1000)} s`), { statusCode: 429 }),
+  });
+
+  // The web page (`/`, `/session`): its session cookie stands for the account-scoped token it signed in with.
+  await app.register(consoleWebPlugin, {
+    redis: mc.keys.redis,
+    namespace: opts.config.redisNamespace,
+    sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
+    publicOrigin: opts.config.publicOrigin,
+    tokens: webTokens(mc),
+  });
+
+  // Authentication before parsing: an unauthenticated request learns nothing, not even what is bad in its body.
+  // A Bearer token wins; without one, a web session (with its CSRF token on changes) authenticates.
+  app.addHook('onRequest', async (req) => {
+    if (!req.url.startsWith('/v1/')) return;
+    if (!req.headers.authorization) {
+      const web = await app.webSessionAuth(req);
+      if (web.kind === 'refused') throw new ApiError(web.status === 401 ? 'UNAUTHENTICATED' : 'FORBIDDEN', web.message);
+      if (web.kind === 'ok') {
+        const token = web.principal.token as TokenRecord;
+        req.principal = { token, actor: { type: 'token', id: token.id, name: token.name } };
+        return;
+      }
+    }
+    req.principal = await authenticate(req, mc, opts.config.keyPrefix);
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send(new ApiError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]!.slice(0, 100)}`).body());
+  });
+
+  app.setErrorHandler((err: FastifyError | Error, req, reply) => {
+    let e: ApiError;
+    if (err instanceof ApiError) e = err;
+    else if (err instanceof ConsoleError) e = fromConsoleError(err);
+    else if (hasZodFastifySchemaValidationErrors(err)) {
+      const issue = err.validation[0]!;
+      const where = err.validationContext ?? 'request';
+      const field = fieldName(where, (issue.instancePath ?? '').split('/').filter(Boolean));
+      const unknown = /^Unrecognized keys?: (.*)$/.exec(issue.message ?? '');
+      e = new ApiError('INVALID_INPUT', unknown ? `${field}: unknown field ${unknown[1]!.slice(0, 100)}` : `${field}: ${issue.message}`);
+    } else {
+      const fe = err as FastifyError;
+      const status = fe.statusCode ?? 500;
+      if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) e = new ApiError('PAYLOAD_TOO_LARGE', `request body is larger than ${opts.config.bodyLimitBytes} bytes`);
+      else if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) e = new ApiError('UNSUPPORTED_MEDIA_TYPE', 'request body must be application/json');
+      else if (fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') e = new ApiError('INVALID_INPUT', 'body: empty JSON body; send {} or no Content-Type');
+      else if (status === 429) e = new ApiError('RATE_LIMITED', fe.message);
+      else if (status === 400) e = new ApiError('INVALID_INPUT', `body: ${fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || /JSON/.test(fe.message) ? 'not valid JSON' : fe.message.slice(0, 200)}`);
+      else if (status === 405) e = new ApiError('METHOD_NOT_ALLOWED', 'method not allowed');
+      else if (status >= 400 && status < 500) e = new ApiError('INVALID_INPUT', fe.message.slice(0, 200));
+      else {
+        const redis = /redis|ECONNREFUSED|Connection is closed|timed out|max retries/i.test(err.message);
+        log.error({ err: { message: err.message.slice(0, 300) }, route: req.routeOptions.url }, 'console request failed');
+        e = redis ? new ApiError('STORE_UNAVAILABLE', 'the store is unavailable; nothing was changed') : new ApiError('INTERNAL', 'internal error');
+      }
+    }
+    if (e.code === 'RATE_LIMITED') {
+      const ra = (err as FastifyError & { headers?: Record<string, string> }).headers?.['retry-after'];
+      if (ra) void reply.header('retry-after', ra);
+    }
+    void reply.code(e.status).send(e.body());
+  });
+
+  const t = app.withTypeProvider<ZodTypeProvider>();
+  t.get('/healthz', { config: { rateLimit: false }, schema: { operationId: 'healthz', tags: ['operations'], summary: 'The process is up', response: { 200: Health } } }, async () => ({ status: 'ok' }));
+  t.get(
+    '/readyz',
+    { config: { rateLimit: false }, schema: { operationId: 'readyz', tags: ['operations'], summary: 'The store answers and the server is not draining', response: { 200: Health, 503: Health } } },
+    async (_req, reply) => (opts.ready() ? { status: 'ready' } : reply.code(503).send({ status: 'not ready' })),
+  );
+  t.get('/metrics', { config: { rateLimit: false }, schema: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics', produces: ['text/plain'] } }, async (_req, reply) => {
+    void reply.type(registry.contentType);
+    return registry.metrics();
+  });
+  t.get('/openapi.json', { config: { rateLimit: false }, schema: { operationId: 'openapi', tags: ['operations'], summary: 'This document (OpenAPI 3.1)' } }, async () => app.swagger());
+
+  registerRoutes(app, mc);
+  await app.ready();
+  return { app, registry, routes };
+}

@@ -1,0 +1,89 @@
+/**
+ * Web console sessions, in Redis with an expiry. A session is made by signing in with an
+ * account-scoped management token; it remembers the token's id (never the token) and a CSRF token.
+ * The session id travels only in an HttpOnly cookie; Redis holds its SHA-256 digest, so a copy of
+ * the store does not give live sessions.
+ *
+ *   {ns}:v1:{mgmt}:websession:{sha256hex(session id)}  HASH  token_id, account, token_name, csrf, created_at, expires_at (epoch ms); PEXPIRE = expiry
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { RedisClient } from '../store/redis.ts';
+
+export interface SessionRecord {
+  tokenId: string;
+  account: string;
+  tokenName: string;
+  csrf: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** 32 random bytes, base64url: the session id and the CSRF token. */
+const SECRET_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+const newSecret = () => randomBytes(32).toString('base64url');
+const digest = (s: string) => createHash('sha256').update(s).digest('hex');
+
+export const isSessionId = (s: string) => SECRET_PATTERN.test(s);
+
+/** Compares two secrets in constant time (for equal lengths; unequal lengths are simply unequal). */
+export function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export class SessionStore {
+  readonly #redis: RedisClient;
+  readonly #prefix: string;
+  readonly ttlMs: number;
+
+  constructor(redis: RedisClient, namespace: string, ttlMs: number) {
+    this.#redis = redis;
+    this.#prefix = `${namespace}:v1:{mgmt}:websession:`;
+    this.ttlMs = ttlMs;
+  }
+
+  #key(sessionId: string): string {
+    return this.#prefix + digest(sessionId);
+  }
+
+  /** A new session for the token; returns its id (for the cookie only) and its record. */
+  async create(tokenId: string, account: string, tokenName: string): Promise<{ id: string; record: SessionRecord }> {
+    const id = newSecret();
+    const now = Date.now();
+    const record: SessionRecord = { tokenId, account, tokenName, csrf: newSecret(), createdAt: now, expiresAt: now + this.ttlMs };
+    await this.#redis
+      .multi()
+      .hset(this.#key(id), {
+        token_id: tokenId,
+        account,
+        token_name: tokenName,
+        csrf: record.csrf,
+        created_at: String(record.createdAt),
+        expires_at: String(record.expiresAt),
+      })
+      .pexpireat(this.#key(id), record.expiresAt)
+      .exec();
+    return { id, record };
+  }
+
+  /** The live session with this id, or null (unknown, malformed, expired or ended). */
+  async get(sessionId: string): Promise<SessionRecord | null> {
+    if (!isSessionId(sessionId)) return null;
+    const h = await this.#redis.hgetall(this.#key(sessionId));
+    const expiresAt = Number(h.expires_at);
+    if (!h.token_id || !h.account || !h.csrf || !Number.isSafeInteger(expiresAt) || expiresAt <= Date.now()) return null;
+    return {
+      tokenId: h.token_id,
+      account: h.account,
+      tokenName: h.token_name ?? '',
+      csrf: h.csrf,
+      createdAt: Number(h.created_at),
+      expiresAt,
+    };
+  }
+
+  async end(sessionId: string): Promise<void> {
+    if (isSessionId(sessionId)) await this.#redis.del(this.#key(sessionId));
+  }
+}

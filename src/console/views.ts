@@ -1,0 +1,97 @@
+/**
+ * The JSON forms of the console's resources (snake_case, ISO-8601 times, money in `…_micros`), as the
+ * CLI's `--json` prints them and a management API serves them. Never key material.
+ */
+import type { LimitPeriod, UsageEntry } from '../schema/money.ts';
+import type { KeyRecord } from '../schema/redis-schema.ts';
+import type { AccountInfo, KeyView } from './key-console.ts';
+import type { CreditResult, UsageResult } from './wallet.ts';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export type KeyRecordJson = {
+  id: string;
+  account: string;
+  name: string;
+  status: KeyRecord['status'];
+  hint: string;
+  models: string[] | null;
+  expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+  revoked_at: string | null;
+};
+
+export type KeyJson = KeyRecordJson & {
+  limit: { amount_micros: number; period: LimitPeriod } | null;
+  last_used_at: string | null;
+  requests: { today: number; month: number };
+  spend: { period: LimitPeriod; period_micros: number; total_micros: number };
+};
+
+/** A key record without its usage. */
+export function keyRecordJson(r: KeyRecord): KeyRecordJson {
+  return {
+    id: r.id,
+    account: r.account,
+    name: r.name,
+    status: r.status,
+    hint: r.hint,
+    models: r.models === null ? null : [...r.models],
+    expires_at: iso(r.expiresAt),
+    created_at: iso(r.createdAt)!,
+    updated_at: iso(r.updatedAt)!,
+    revoked_at: iso(r.revokedAt),
+  };
+}
+
+/** A key with its limit, last use, request counts and spend. */
+export function keyJson(v: KeyView): KeyJson {
+  const u = v.usage;
+  return {
+    ...keyRecordJson(v),
+    limit: u.limit === null ? null : { amount_micros: u.limit.amountMicros, period: u.limit.period },
+    last_used_at: iso(u.lastUsedAt),
+    requests: { today: u.requests.today, month: u.requests.month },
+    spend: { period: u.spend.period, period_micros: u.spend.periodMicros, total_micros: u.spend.totalMicros },
+  };
+}
+
+export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number } } {
+  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros } };
+}
+
+/** A credit's answer; `credited: false` = the reference was already credited and nothing changed. */
+export function creditJson(r: CreditResult): { account: string; reference: string; amount_micros: number; credited: boolean; balance_micros: number } {
+  return { account: r.account, reference: r.reference, amount_micros: r.amountMicros, credited: r.credited, balance_micros: r.balanceMicros };
+}
+
+/** A usage record's answer; `booked: false` = the request id was already recorded and nothing changed. */
+export function usageJson(r: UsageResult): { booked: boolean; key_id: string; account: string; request_id: string; amount_micros: number; balance_micros: number | null } {
+  return { booked: r.booked, key_id: r.keyId, account: r.account, request_id: r.requestId, amount_micros: r.amountMicros, balance_micros: r.balanceMicros };
+}
+
+/** One entry of the usage log (the lines of `usage export`). */
+export function usageEntryJson(e: UsageEntry): {
+  id: string;
+  time: string;
+  account: string;
+  key_id: string;
+  request_id: string;
+  amount_micros: number;
+  model: string | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+} {
+  return {
+    id: e.id,
+    time: new Date(e.time).toISOString(),
+    account: e.account,
+    key_id: e.keyId,
+    request_id: e.requestId,
+    amount_micros: e.amountMicros,
+    model: e.model,
+    input_tokens: e.inputTokens,
+    output_tokens: e.outputTokens,
+  };
+}

@@ -1,0 +1,317 @@
+/**
+ * The money operations of the console library: credit a wallet, record usage, set a key's spend
+ * limit, read an account's wallet and a key's usage, export the usage log. Each write is one atomic
+ * script over records of one account (`src/schema/money-scripts.ts`), so it is atomic on standalone
+ * Redis, Sentinel and Cluster alike. Every input is validated before the first write.
+ */
+import { Cluster } from 'ioredis';
+import * as lua from '../schema/money-scripts.ts';
+import {
+  amountMicrosOf,
+  LIMIT_PERIODS,
+  MAX_AMOUNT_MICROS,
+  MAX_BALANCE_MICROS,
+  parseKeySpend,
+  parseKeyUse,
+  parseUsageEntry,
+  REFERENCE_PATTERN,
+  REQUEST_ID_PATTERN,
+  spendIn,
+  WalletField,
+  type KeyLimit,
+  type KeySpend,
+  type KeyUse,
+  type LimitPeriod,
+  type UsageEntry,
+} from '../schema/money.ts';
+import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
+import type { RedisClient } from '../store/redis.ts';
+import { ConsoleError } from './errors.ts';
+import { shown, validateAccountId, validateKeyId } from './validate.ts';
+
+/** Defaults of the money options (library options of `KeyConsole`). */
+export const MONEY_DEFAULTS = {
+  /** How long a usage record's request id is remembered (a retry within it changes nothing): 7 days. */
+  usageIdempotencySeconds: 7 * 24 * 3600,
+  /** Usage-log entries kept per account (approximately; older ones are trimmed): 100,000. */
+  usageLogMaxEntries: 100_000,
+} as const;
+
+export interface MoneyOptions {
+  readonly requireWallet: boolean;
+  readonly usageIdempotencySeconds: number;
+  readonly usageLogMaxEntries: number;
+}
+
+export interface UsageInput {
+  readonly keyId: string;
+  /** Cost of the request in micro-units: a positive integer (number or decimal-digit string). */
+  readonly amountMicros: number | string;
+  /** The router's request id; a second record with the same id (for the same account) changes nothing. */
+  readonly requestId: string;
+  readonly model?: string | null;
+  readonly inputTokens?: number | null;
+  readonly outputTokens?: number | null;
+}
+
+export interface UsageResult {
+  /** False when the request id was already recorded: nothing changed. */
+  readonly booked: boolean;
+  readonly keyId: string;
+  readonly account: string;
+  readonly requestId: string;
+  readonly amountMicros: number;
+  /** The wallet's balance after the record; null when the account has no wallet (or on a duplicate). */
+  readonly balanceMicros: number | null;
+}
+
+export interface CreditResult {
+  readonly account: string;
+  readonly reference: string;
+  readonly amountMicros: number;
+  /** False when the reference was already credited: nothing changed (amountMicros is the first credit's). */
+  readonly credited: boolean;
+  readonly balanceMicros: number;
+}
+
+export interface AccountWallet {
+  /** The wallet is enforced: the account was credited at least once, or the deployment requires wallets. */
+  readonly enforced: boolean;
+  readonly balance_micros: number;
+}
+
+/** Usage of one key as the console shows it. */
+export interface KeyUsage {
+  readonly lastUsedAt: number | null;
+  readonly requests: { readonly today: number; readonly month: number };
+  /** Spend in the limit's current period (this month's when the key has no limit), and all time. */
+  readonly spend: { readonly period: LimitPeriod; readonly periodMicros: number; readonly totalMicros: number };
+  readonly limit: KeyLimit | null;
+}
+
+function bad(message: string): ConsoleError {
+  return new ConsoleError('INVALID_INPUT', message);
+}
+
+export function validateAmountMicros(v: unknown, what = 'amount'): number {
+  const n = amountMicrosOf(v);
+  if (n === null) throw bad(`${what} must be a positive integer number of micro-units, at most ${MAX_AMOUNT_MICROS}`);
+  return n;
+}
+
+export function validateLimit(limit: unknown): KeyLimit {
+  if (typeof limit !== 'object' || limit === null) throw bad('limit must be {amountMicros, period}');
+  const l = limit as { amountMicros?: unknown; period?: unknown };
+  const amountMicros = validateAmountMicros(l.amountMicros, 'limit amount');
+  if (typeof l.period !== 'string' || !(LIMIT_PERIODS as readonly string[]).includes(l.period)) {
+    throw bad(`limit period must be one of ${LIMIT_PERIODS.join(', ')}`);
+  }
+  return { amountMicros, period: l.period as LimitPeriod };
+}
+
+const MODEL_TEXT = /^[A-Za-z0-9._:@/+=,~-]{1,256}$/;
+
+function optionalCount(v: unknown, what: string): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw bad(`${what} must be a non-negative integer`);
+  return String(v);
+}
+
+export class WalletOps {
+  readonly #redis: RedisClient;
+  readonly #s: Schema;
+  readonly #o: MoneyOptions;
+  /** Key id → account: never changes once the key exists, so it is remembered (bounded). */
+  readonly #accountOf = new Map<string, string>();
+  /** Accounts already in the export's list (bounded). */
+  readonly #listed = new Set<string>();
+
+  constructor(redis: RedisClient, s: Schema, o: MoneyOptions) {
+    this.#redis = redis;
+    this.#s = s;
+    this.#o = o;
+  }
+
+  /** Adds to an account's wallet (creating it: from now on the wallet is enforced). Idempotent on `reference`. */
+  async credit(account: string, amountMicros: unknown, reference: unknown): Promise<CreditResult> {
+    validateAccountId(account);
+    const amount = validateAmountMicros(amountMicros);
+    if (typeof reference !== 'string' || !REFERENCE_PATTERN.test(reference)) {
+      throw bad(`a credit needs a reference: 1-128 of [A-Za-z0-9._:@=+/-]${typeof reference === 'string' && reference !== '' ? `, not ${shown(reference)}` : ''}`);
+    }
+    const s = this.#s;
+    const r = (await this.#redis.eval(lua.CREDIT, 3, s.wallet(account), s.credits(account), s.gate(account), String(amount), reference, String(MAX_BALANCE_MICROS))) as string[];
+    switch (r[0]) {
+      case 'OK':
+        return { account, reference, amountMicros: amount, credited: true, balanceMicros: Number(r[1]) };
+      case 'DUP':
+        return { account, reference, amountMicros: Number(String(r[2]).split(':')[0]), credited: false, balanceMicros: Number(r[1]) };
+      case 'OVERFLOW':
+        throw bad(`the credit would take the balance above ${MAX_BALANCE_MICROS} micro-units`);
+      default:
+        throw new ConsoleError('CORRUPT', `account ${account}: unexpected answer from the credit script`);
+    }
+  }
+
+  /**
+   * Books one request's cost: debits the wallet (if the account has one), adds to the key's spend in
+   * its periods, appends to the usage log. Idempotent on the request id. A revoked key is still booked.
+   */
+  async recordUsage(input: UsageInput): Promise<UsageResult> {
+    if (typeof input !== 'object' || input === null) throw bad('usage must be an object');
+    const keyId = validateKeyId(input.keyId);
+    const amount = validateAmountMicros(input.amountMicros);
+    if (typeof input.requestId !== 'string' || !REQUEST_ID_PATTERN.test(input.requestId)) {
+      throw bad('a usage record needs a request id: 1-128 of [A-Za-z0-9._:@=+/-]');
+    }
+    const model = input.model ?? '';
+    if (model !== '' && (typeof model !== 'string' || !MODEL_TEXT.test(model))) throw bad('model must be 1-256 of [A-Za-z0-9._:@/+=,~-]');
+    const inTok = optionalCount(input.inputTokens, 'input tokens');
+    const outTok = optionalCount(input.outputTokens, 'output tokens');
+    const account = await this.accountOfKey(keyId);
+    const s = this.#s;
+    // The export's list of accounts, written first: an account in it may have no entries yet, never the reverse.
+    if (!this.#listed.has(account)) {
+      await this.#redis.sadd(s.usageAccounts(), account);
+      if (this.#listed.size >= 10_000) this.#listed.clear();
+      this.#listed.add(account);
+    }
+    const r = (await this.#redis.eval(
+      lua.RECORD_USAGE,
+      5,
+      s.usageRequest(account, input.requestId),
+      s.wallet(account),
+      s.keySpend(account, keyId),
+      s.gate(account),
+      s.usageLog(account),
+      keyId,
+      String(amount),
+      input.requestId,
+      String(this.#o.usageIdempotencySeconds),
+      String(this.#o.usageLogMaxEntries),
+      String(MAX_BALANCE_MICROS),
+      model,
+      inTok,
+      outTok,
+    )) as string[];
+    switch (r[0]) {
+      case 'OK':
+        return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
+      case 'DUP':
+        return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
+      case 'FLOOR':
+        throw bad(`the record would take the balance below -${MAX_BALANCE_MICROS} micro-units`);
+      default:
+        throw new ConsoleError('CORRUPT', `key ${keyId}: unexpected answer from the usage script`);
+    }
+  }
+
+  /** Sets (or with null removes) a key's spend limit; the block is re-evaluated at once. */
+  async setLimit(account: string, keyId: string, limit: KeyLimit | null): Promise<void> {
+    const s = this.#s;
+    await this.#redis.eval(
+      lua.SET_LIMIT,
+      2,
+      s.keySpend(account, keyId),
+      s.gate(account),
+      keyId,
+      limit === null ? '' : String(limit.amountMicros),
+      limit === null ? '' : limit.period,
+    );
+  }
+
+  /** Removes the spend record of a key id that never became a key (a create that collided). */
+  async dropSpend(account: string, keyId: string): Promise<void> {
+    await this.#redis.del(this.#s.keySpend(account, keyId));
+  }
+
+  async wallet(account: string): Promise<AccountWallet> {
+    validateAccountId(account);
+    const bal = await this.#redis.hget(this.#s.wallet(account), WalletField.balance);
+    if (bal !== null && !/^-?\d{1,17}$/.test(bal)) throw new ConsoleError('CORRUPT', `account ${account}: wallet balance is not an integer`);
+    return { enforced: bal !== null || this.#o.requireWallet, balance_micros: bal === null ? 0 : Number(bal) };
+  }
+
+  /** Usage of keys (one account or several), read in one round of parallel reads. */
+  async usage(records: readonly KeyRecord[]): Promise<KeyUsage[]> {
+    if (records.length === 0) return [];
+    const s = this.#s;
+    const now = await this.#serverNow();
+    const [spends, uses] = await Promise.all([
+      Promise.all(records.map((r) => this.#redis.hgetall(s.keySpend(r.account, r.id)))),
+      Promise.all(records.map((r) => this.#redis.hgetall(s.keyUse(r.account, r.id)))),
+    ]);
+    return records.map((r, i) => {
+      const sp = parseKeySpend(spends[i]!, now);
+      if (typeof sp === 'string') throw new ConsoleError('CORRUPT', `key ${r.id}: spend record does not follow the schema (${sp})`);
+      return keyUsage(sp, parseKeyUse(uses[i]!, now));
+    });
+  }
+
+  /** The account of a key id (never changes); NOT_FOUND for an unknown id. */
+  async accountOfKey(keyId: string): Promise<string> {
+    const known = this.#accountOf.get(keyId);
+    if (known !== undefined) return known;
+    const digest = await this.#redis.get(this.#s.keyIdIndex(keyId));
+    const account = digest === null ? null : await this.#redis.hget(this.#s.keyRecord(digest), KeyField.account);
+    if (account === null) throw new ConsoleError('NOT_FOUND', `no key with id ${keyId}`);
+    if (this.#accountOf.size >= 10_000) this.#accountOf.clear();
+    this.#accountOf.set(keyId, account);
+    return account;
+  }
+
+  /**
+   * The usage log from `sinceMs` (inclusive) to `untilMs` (exclusive), oldest first, merged over the
+   * accounts (all of them, or the one given). Pages through Redis; memory stays at one page per account.
+   */
+  async *exportUsage(o: { sinceMs: number; untilMs?: number; account?: string; pageSize?: number }): AsyncGenerator<UsageEntry> {
+    const page = o.pageSize ?? 500;
+    const end = o.untilMs === undefined ? '+' : `(${o.untilMs}-0`;
+    const accounts = o.account !== undefined ? [validateAccountId(o.account)] : (await this.#redis.smembers(this.#s.usageAccounts())).sort();
+    interface Cursor {
+      account: string;
+      buf: UsageEntry[];
+      next: string | null;
+    }
+    const fill = async (c: Cursor) => {
+      if (c.buf.length > 0 || c.next === null) return;
+      const rows = (await this.#redis.xrange(this.#s.usageLog(c.account), c.next, end, 'COUNT', page)) as [string, string[]][];
+      c.buf = rows.map(([id, flat]) => parseUsageEntry(c.account, id, flat));
+      c.next = rows.length < page ? null : `(${rows[rows.length - 1]![0]}`;
+    };
+    const cursors: Cursor[] = accounts.map((account) => ({ account, buf: [], next: `${Math.max(0, Math.floor(o.sinceMs))}-0` }));
+    for (;;) {
+      await Promise.all(cursors.map(fill));
+      let best: Cursor | null = null;
+      for (const c of cursors) {
+        const head = c.buf[0];
+        if (head === undefined) continue;
+        if (best === null || compareIds(head.id, best.buf[0]!.id) < 0) best = c;
+      }
+      if (best === null) return;
+      yield best.buf.shift()!;
+    }
+  }
+
+  async #serverNow(): Promise<number> {
+    const redis = this.#redis;
+    const [sec, micro] = redis instanceof Cluster ? await redis.nodes('master')[0]!.time() : await redis.time();
+    return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
+  }
+}
+
+function compareIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(Number) as [number, number];
+  const [bm, bs] = b.split('-').map(Number) as [number, number];
+  return am - bm || as - bs;
+}
+
+export function keyUsage(sp: KeySpend, use: KeyUse): KeyUsage {
+  const period: LimitPeriod = sp.limit?.period ?? 'month';
+  return {
+    lastUsedAt: use.lastUsedAt,
+    requests: { today: use.today, month: use.month },
+    spend: { period, periodMicros: spendIn(sp, period), totalMicros: sp.total },
+    limit: sp.limit,
+  };
+}

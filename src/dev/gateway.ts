@@ -1,0 +1,129 @@
+/**
+ * The dev gateway of `keygate dev`: a small reverse proxy that plays the part Envoy plays in
+ * production, so that a curl or an SDK has something to talk to. Same entries as `envoy.yaml`:
+ * `/openai/…`, `/anthropic/…`, `/google/…`. For each request it asks the sidecar's HTTP authz
+ * endpoint (forward mode: `X-Forwarded-Method`/`X-Forwarded-Uri`, body included, the entry's
+ * family in `x-keygate-protocol`), answers a deny as the sidecar wrote it, and on allow removes
+ * the key headers, adds the identity headers and forwards to the upstream with the entry prefix
+ * stripped. For trying keygate on one machine only: no TLS, no limits tuning, loopback.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Family } from '../core/family.ts';
+
+export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
+  ['/openai', 'openai'],
+  ['/anthropic', 'anthropic'],
+  ['/google', 'google'],
+];
+
+const MAX_BODY = 16 * 1024 * 1024;
+/** Headers fetch() refuses or that describe one hop only. */
+const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host', 'content-length', 'expect']);
+const REMOVE_HEADER = 'x-envoy-auth-headers-to-remove';
+const NOT_IDENTITY = new Set([...HOP, REMOVE_HEADER, 'cache-control', 'date', 'content-type']);
+
+export interface DevGatewayOptions {
+  /** Port of the sidecar's HTTP authz server on 127.0.0.1. */
+  readonly authzPort: number;
+  /** Base URL of the upstream, e.g. http://127.0.0.1:8000 (no trailing slash). */
+  readonly upstream: string;
+}
+
+function sendJson(res: ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify({ error: { message, type: 'dev_gateway_error' } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        resolve(null);
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function forwardable(headers: IncomingMessage['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || HOP.has(k)) continue;
+    out[k] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+async function copyResponse(res: ServerResponse, r: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  r.headers.forEach((v, k) => {
+    // fetch() has already decoded the body: its encoding and length no longer apply.
+    if (!HOP.has(k) && k !== 'content-encoding') headers[k] = v;
+  });
+  res.writeHead(r.status, headers);
+  if (r.body === null) {
+    res.end();
+    return;
+  }
+  await new Promise<void>((resolve) => {
+    Readable.fromWeb(r.body as import('node:stream/web').ReadableStream).on('error', () => res.destroy()).pipe(res).on('close', resolve);
+  });
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewayOptions, log: Logger): Promise<void> {
+  const url = req.url ?? '/';
+  const entry = ENTRIES.find(([p]) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
+  if (!entry) return sendJson(res, 404, 'dev gateway: no such entry; use /openai/…, /anthropic/… or /google/…');
+  const body = await readBody(req);
+  if (body === null) return sendJson(res, 413, 'dev gateway: request body over 16 MiB');
+  const path = url.slice(entry[0].length) || '/';
+  const method = req.method ?? 'GET';
+  const headers = forwardable(req.headers);
+  const hasBody = method !== 'GET' && method !== 'HEAD';
+
+  let authz: Response;
+  try {
+    authz = await fetch(`http://127.0.0.1:${opts.authzPort}/authz`, {
+      method: 'POST',
+      headers: { ...headers, 'x-forwarded-method': method, 'x-forwarded-uri': path, 'x-keygate-protocol': entry[1] },
+      body: new Uint8Array(body),
+    });
+  } catch (err) {
+    log.error({ err: { message: (err as Error).message } }, 'dev gateway: the sidecar did not answer');
+    // As Envoy's status_on_error: fail closed with a status the SDKs retry.
+    return sendJson(res, 503, 'dev gateway: keygate did not answer');
+  }
+  if (authz.status !== 200) return copyResponse(res, authz);
+  await authz.arrayBuffer();
+
+  for (const name of (authz.headers.get(REMOVE_HEADER) ?? '').split(',')) delete headers[name.trim().toLowerCase()];
+  authz.headers.forEach((v, k) => {
+    if (!NOT_IDENTITY.has(k)) headers[k] = v;
+  });
+  let up: Response;
+  try {
+    up = await fetch(`${opts.upstream}${path}`, { method, headers, ...(hasBody ? { body: new Uint8Array(body) } : {}) });
+  } catch (err) {
+    log.error({ err: { message: (err as Error).message } }, 'dev gateway: the upstream did not answer');
+    return sendJson(res, 502, 'dev gateway: the upstream did not answer');
+  }
+  await copyResponse(res, up);
+}
+
+export function createDevGateway(opts: DevGatewayOptions, log: Logger): Server {
+  return createServer((req, res) => {
+    handle(req, res, opts, log).catch((err: unknown) => {
+      log.error({ err: { message: (err as Error)?.message } }, 'dev gateway: request failed');
+      if (!res.headersSent) sendJson(res, 500, 'dev gateway: internal error');
+      else res.destroy();
+    });
+  });
+}

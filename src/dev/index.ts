@@ -1,0 +1,417 @@
+/**
+ * `keygate dev`: the whole system on one machine with nothing else running. It starts, in order,
+ * the components of `devComponents()`: its own redis-server (data under the dev directory, kept
+ * across restarts), the sidecar, a demo account and key, a stub LLM upstream and the dev gateway
+ * (see gateway.ts). Stopping stops them in reverse order. A component that fails to start stops
+ * the ones before it. Before anything starts, every port is checked and redis-server must be on
+ * PATH: otherwise one line says why and nothing is left running. redis-server is not in this process,
+ * so it outlives a `keygate dev` that was killed (SIGKILL, a crash): it writes its pid file under the
+ * dev directory, and the next start stops such a leftover (`stopLeftoverRedis`) with one line saying so.
+ *
+ * Plugging in another component (e.g. the management console): add an entry to
+ * `devComponents()` — a name, the ports it needs (checked up front) and `start(ctx)` returning
+ * the lines it wants printed and `stop()`. `ctx` carries the Redis URL, the reveal key, the
+ * sidecar and the log.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { delimiter, join } from 'node:path';
+import type { Logger } from 'pino';
+import { loadConfig } from '../config.ts';
+import { KeyConsole } from '../console/key-console.ts';
+import type { Sidecar } from '../main.ts';
+import { createDevGateway } from './gateway.ts';
+import { listenStubUpstream } from './stub-upstream.ts';
+
+export interface DevOptions {
+  /** Where dev keeps its state: Redis data, the reveal key and the demo key (mode 0600). */
+  readonly dir: string;
+  readonly redisPort: number;
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly adminPort: number;
+  readonly gatewayPort: number;
+  /** Port of the management API (and its web page). */
+  readonly consolePort: number;
+  /** Base URL of a real upstream for the dev gateway; default: the built-in stub. */
+  readonly upstream?: string;
+}
+
+
+
+export class DevError extends Error {
+  override name = 'DevError';
+}
+
+/** What the components share; each one fills in what it provides. */
+export interface DevContext {
+  readonly options: DevOptions;
+  readonly log: Logger;
+  readonly redisUrl: string;
+  /** The key-encryption key for creating and revealing keys (KEYGATE_REVEAL_KEY format). */
+  revealKey?: string;
+  sidecar?: Sidecar;
+  upstreamUrl?: string;
+  demoKey?: { id: string; key: string; account: string };
+  /** The console's base URL and the demo account's sign-in token (account-scoped). */
+  console?: { url: string; token: string };
+}
+
+export interface Running {
+  /** Lines for the banner (ports, URLs, commands). */
+  readonly lines: readonly string[];
+  stop(): Promise<void>;
+}
+
+export interface DevComponent {
+  readonly name: string;
+  /** Ports this component listens on, with the flag that changes each (checked before any start). */
+  ports(o: DevOptions): ReadonlyArray<{ port: number; flag: string }>;
+  start(ctx: DevContext): Promise<Running>;
+}
+
+/** redis-server on PATH, or null. */
+export function findOnPath(cmd: string, path = process.env.PATH ?? ''): string | null {
+  for (const dir of path.split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, cmd);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      /* next */
+    }
+  }
+  return null;
+}
+
+/** Whether 127.0.0.1:`port` can be bound now (nothing listens there). */
+export async function portFree(port: number): Promise<boolean> {
+  const server: Server = createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+function secretFile(path: string, content: string): void {
+  writeFileSync(path, content, { mode: 0o600 });
+}
+
+/** redis-server's pid file (written by redis-server itself, removed on its clean exit). */
+export const redisPidFile = (dir: string) => join(dir, 'redis', 'redis-server.pid');
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/** The command line of a process ('' when it cannot be read); redis-server shows `redis-server host:port` there. */
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    try {
+      return execFileSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      return '';
+    }
+  }
+}
+
+/**
+ * A redis-server left running by an earlier `keygate dev` on this directory that did not stop (it
+ * was killed): when the directory's pid file names a live redis-server on this port, it is stopped
+ * (SIGTERM: it writes its append-only file and exits; SIGKILL after 10 s) and the line saying so is
+ * returned. Any other process, or none, is left alone (null).
+ */
+export async function stopLeftoverRedis(o: Pick<DevOptions, 'dir' | 'redisPort'>): Promise<string | null> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(redisPidFile(o.dir), 'utf8').trim());
+  } catch {
+    return null;
+  }
+  if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid || !alive(pid)) return null;
+  const cmd = commandLine(pid);
+  if (!/redis-server/.test(cmd) || !new RegExp(`:${o.redisPort}(\\s|$)`).test(cmd)) return null;
+  process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + 10_000;
+  while (alive(pid)) {
+    if (Date.now() > deadline) {
+      process.kill(pid, 'SIGKILL');
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  while (alive(pid)) await new Promise((r) => setTimeout(r, 50));
+  return `keygate dev: stopped redis-server (pid ${pid}, port ${o.redisPort}) left running by an earlier keygate dev on this directory`;
+}
+
+const redisComponent: DevComponent = {
+  name: 'redis',
+  ports: (o) => [{ port: o.redisPort, flag: '--redis-port' }],
+  async start(ctx) {
+    const bin = findOnPath('redis-server');
+    if (!bin) throw new DevError('redis-server not found on PATH; run scripts/install (Debian/Ubuntu: apt-get install redis-server)');
+    const data = join(ctx.options.dir, 'redis');
+    mkdirSync(data, { recursive: true, mode: 0o700 });
+    const child: ChildProcess = spawn(
+      bin,
+      ['--port', String(ctx.options.redisPort), '--bind', '127.0.0.1', '--dir', data, '--appendonly', 'yes', '--save', '', '--daemonize', 'no', '--logfile', '', '--pidfile', redisPidFile(ctx.options.dir)],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      const onData = (c: Buffer) => {
+        output = (output + c.toString('utf8')).slice(-4000);
+        if (output.includes('Ready to accept connections')) resolve();
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      child.once('error', (err) => reject(new DevError(`redis-server did not start: ${err.message}`)));
+      child.once('exit', (code) => {
+        const last = output.trim().split('\n').filter(Boolean).pop() ?? '';
+        reject(new DevError(`redis-server exited (code ${code}) before it was ready: ${last.replace(/^\d+:\w \S+ \S+ \S+ [*#.-] /, '')}`));
+      });
+    });
+    return {
+      lines: [`redis      ${ctx.redisUrl}   (data in ${data})`],
+      async stop() {
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill('SIGTERM');
+          const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+          await exited;
+          clearTimeout(t);
+        }
+      },
+    };
+  },
+};
+
+const sidecarComponent: DevComponent = {
+  name: 'sidecar',
+  ports: (o) => [
+    { port: o.grpcPort, flag: '--grpc-port' },
+    { port: o.httpPort, flag: '--http-port' },
+    { port: o.adminPort, flag: '--admin-port' },
+  ],
+  async start(ctx) {
+    const o = ctx.options;
+    const config = loadConfig({
+      redisUrl: ctx.redisUrl,
+      grpcPort: o.grpcPort,
+      httpPort: o.httpPort,
+      adminPort: o.adminPort,
+      listenHost: '127.0.0.1',
+      adminHost: '127.0.0.1',
+      drainDelayMs: 0,
+    });
+    const { startSidecar } = await import('../main.ts');
+    const sidecar = await startSidecar(config, ctx.log);
+    ctx.sidecar = sidecar;
+    return {
+      lines: [
+        `sidecar    gRPC ext_authz 127.0.0.1:${sidecar.grpcPort}   HTTP authz http://127.0.0.1:${sidecar.httpPort}/authz   admin http://127.0.0.1:${sidecar.adminPort}/readyz`,
+      ],
+      stop: () => sidecar.close(),
+    };
+  },
+};
+
+const DEMO_ACCOUNT = 'demo';
+
+const demoKeyComponent: DevComponent = {
+  name: 'demo key',
+  ports: () => [],
+  async start(ctx) {
+    const dir = ctx.options.dir;
+    const revealPath = join(dir, 'reveal-key');
+    if (!existsSync(revealPath)) secretFile(revealPath, `base64:${randomBytes(32).toString('base64')}\n`);
+    ctx.revealKey = readFileSync(revealPath, 'utf8').trim();
+    const config = loadConfig({ redisUrl: ctx.redisUrl });
+    const kc = new KeyConsole({ redis: ctx.redisUrl, revealKey: ctx.revealKey, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
+    const keyPath = join(dir, 'demo-key.json');
+    try {
+      let demo: { id: string; key: string; account: string } | undefined;
+      if (existsSync(keyPath)) {
+        const saved = JSON.parse(readFileSync(keyPath, 'utf8')) as { id: string; key: string; account: string };
+        // Reused only while Redis still holds it as an active key (the data may have been wiped).
+        const rec = await kc.getKey(saved.id).catch(() => null);
+        if (rec && rec.status === 'active' && (rec.expiresAt === null || rec.expiresAt > Date.now())) demo = saved;
+      }
+      if (!demo) {
+        const created = await kc.createKey({ account: DEMO_ACCOUNT, name: 'keygate dev demo key' });
+        demo = { id: created.id, key: created.key, account: DEMO_ACCOUNT };
+        secretFile(keyPath, `${JSON.stringify(demo)}\n`);
+      }
+      ctx.demoKey = demo;
+      return { lines: [`demo key   account ${demo.account}, key id ${demo.id} (saved in ${keyPath})`], stop: async () => {} };
+    } finally {
+      await kc.close();
+    }
+  },
+};
+
+/**
+ * The management API (and the web page it serves at `/`) on its own port, with an account-scoped
+ * management token for the demo account, created on the first start and kept (mode 0600) so that
+ * every start prints the same sign-in token. A revoked or lost token is replaced.
+ */
+const consoleComponent: DevComponent = {
+  name: 'console',
+  ports: (o) => [{ port: o.consolePort, flag: '--console-port' }],
+  async start(ctx) {
+    const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await Promise.all([
+      import('../console-api/config.ts'),
+      import('../console-api/main.ts'),
+      import('../console/management.ts'),
+    ]);
+    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }), host: '127.0.0.1', drainDelayMs: 0 };
+    const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey });
+    try {
+      const tokenPath = join(ctx.options.dir, 'console-token.json');
+      let saved: { id: string; token: string } | undefined;
+      if (existsSync(tokenPath)) {
+        const s = JSON.parse(readFileSync(tokenPath, 'utf8')) as { id: string; token: string };
+        const rec = await server.console.getToken(s.id).catch(() => null);
+        if (rec && rec.status === 'active') saved = s;
+      }
+      if (!saved) {
+        const { token, record } = await server.console.createToken(CLI_ACTOR, { name: 'keygate dev demo owner', account: ctx.demoKey!.account });
+        saved = { id: record.id, token };
+        secretFile(tokenPath, `${JSON.stringify(saved)}\n`);
+      }
+      const url = `http://127.0.0.1:${server.port}`;
+      ctx.console = { url, token: saved.token };
+      return {
+        lines: [`console    ${url}/   (the "API keys" page; management API under ${url}/v1, OpenAPI at ${url}/openapi.json)`],
+        stop: () => server.close(),
+      };
+    } catch (err) {
+      await server.close();
+      throw err;
+    }
+  },
+};
+
+const upstreamComponent: DevComponent = {
+  name: 'upstream',
+  ports: () => [],
+  async start(ctx) {
+    if (ctx.options.upstream) {
+      ctx.upstreamUrl = ctx.options.upstream.replace(/\/+$/, '');
+      return { lines: [`upstream   ${ctx.upstreamUrl}`], stop: async () => {} };
+    }
+    const { server, port } = await listenStubUpstream(0, '127.0.0.1');
+    ctx.upstreamUrl = `http://127.0.0.1:${port}`;
+    return {
+      lines: [`upstream   ${ctx.upstreamUrl}   (built-in stub: answers in each provider's shape)`],
+      stop: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+    };
+  },
+};
+
+const gatewayComponent: DevComponent = {
+  name: 'gateway',
+  ports: (o) => [{ port: o.gatewayPort, flag: '--gateway-port' }],
+  async start(ctx) {
+    const server = createDevGateway({ authzPort: ctx.sidecar!.httpPort, upstream: ctx.upstreamUrl! }, ctx.log);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(ctx.options.gatewayPort, '127.0.0.1', () => resolve());
+    });
+    return {
+      lines: [`gateway    http://127.0.0.1:${ctx.options.gatewayPort}   (dev gateway in front of the upstream: /openai, /anthropic, /google)`],
+      stop: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+    };
+  },
+};
+
+/** The components `keygate dev` starts, in order. */
+export function devComponents(): DevComponent[] {
+  return [redisComponent, sidecarComponent, demoKeyComponent, consoleComponent, upstreamComponent, gatewayComponent];
+}
+
+/** How to use the running system: the key, a curl per entry, the SDK base URLs. */
+export function usageLines(ctx: DevContext): string[] {
+  const g = `http://127.0.0.1:${ctx.options.gatewayPort}`;
+  const key = ctx.demoKey!.key;
+  return [
+    '',
+    'Demo key (local only; kept in the dev directory, shown again on each start):',
+    `  KEY=${key}`,
+    '',
+    'Try it (set KEY as above first):',
+    `  curl -sS ${g}/openai/v1/chat/completions -H "Authorization: Bearer $KEY" -H 'content-type: application/json' -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'`,
+    `  curl -sS ${g}/anthropic/v1/messages -H "x-api-key: $KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"claude-3-5-haiku-latest","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'`,
+    `  curl -sS ${g}/google/v1beta/models/gemini-2.0-flash:generateContent -H "x-goog-api-key: $KEY" -H 'content-type: application/json' -d '{"contents":[{"parts":[{"text":"hi"}]}]}'`,
+    `  curl -sS ${g}/openai/v1/chat/completions -H 'Authorization: Bearer kg_wrong' -d '{}'   # a deny, in the OpenAI error shape`,
+    '',
+    'SDK base URLs:',
+    `  openai             ${g}/openai/v1`,
+    `  @anthropic-ai/sdk  ${g}/anthropic`,
+    `  @google/genai      ${g}/google`,
+    '',
+    ...(ctx.console
+      ? [
+          `Console: open ${ctx.console.url}/ and sign in with the demo account's token (local only; kept in the dev directory):`,
+          `  TOKEN=${ctx.console.token}`,
+          `  curl -sS ${ctx.console.url}/v1/accounts/${ctx.demoKey!.account}/keys -H "Authorization: Bearer $TOKEN"`,
+          '',
+        ]
+      : []),
+    `Manage keys: REDIS_URL=${ctx.redisUrl} KEYGATE_REVEAL_KEY=$(cat ${join(ctx.options.dir, 'reveal-key')}) bin/keygate keys list --account ${ctx.demoKey!.account}`,
+    'Ctrl-C stops everything keygate dev started.',
+  ];
+}
+
+/**
+ * Checks ports and redis-server, then starts the components in order. Resolves with the banner
+ * and `stop()`; on a failure stops what started and rejects (a DevError carries the one line).
+ */
+export async function startDev(options: DevOptions, log: Logger, components = devComponents()): Promise<{ ctx: DevContext; banner: string[]; stop(): Promise<void> }> {
+  if (!findOnPath('redis-server')) throw new DevError('redis-server not found on PATH; run scripts/install (Debian/Ubuntu: apt-get install redis-server)');
+  const leftover = await stopLeftoverRedis(options);
+  const seen = new Set<number>();
+  for (const c of components) {
+    for (const { port, flag } of c.ports(options)) {
+      if (seen.has(port)) throw new DevError(`port ${port} is given twice; pick distinct ports (${flag})`);
+      seen.add(port);
+      if (!(await portFree(port))) throw new DevError(`port ${port} (${c.name}) is already in use; stop what uses it or pass ${flag} <port>`);
+    }
+  }
+  mkdirSync(options.dir, { recursive: true, mode: 0o700 });
+  const ctx: DevContext = { options, log, redisUrl: `redis://127.0.0.1:${options.redisPort}` };
+  const started: Running[] = [];
+  const stop = async () => {
+    for (const r of started.reverse().splice(0)) {
+      await r.stop().catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'dev: stop failed'));
+    }
+  };
+  try {
+    for (const c of components) started.push(await c.start(ctx));
+  } catch (err) {
+    await stop();
+    if (err instanceof DevError) throw err;
+    throw new DevError(`${(err as Error)?.message ?? String(err)}`);
+  }
+  const banner = [...(leftover ? [leftover] : []), 'keygate dev is running:', ...started.flatMap((r) => r.lines.map((l) => `  ${l}`)), ...usageLines(ctx)];
+  return { ctx, banner, stop };
+}

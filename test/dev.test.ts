@@ -1,0 +1,256 @@
+/**
+ * `keygate dev` as a newcomer runs it: the real CLI as a child process on free ports, its own
+ * redis-server, a curl-like request through the dev gateway with the key it prints, the official
+ * OpenAI SDK on the printed base URL, the same key after a restart, Ctrl-C (SIGINT) stopping
+ * redis-server and every port, a restart after a SIGKILL (the leftover redis-server stopped), and one-line refusals (port taken, no redis-server on PATH).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import OpenAI from 'openai';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { portFree, redisPidFile } from '../src/dev/index.ts';
+import { UPSTREAM_TEXT } from '../src/dev/stub-upstream.ts';
+import { freePort } from './helpers/redis-server.ts';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+const dirs: string[] = [];
+const running = new Set<ChildProcess>();
+const redisPids = new Set<number>();
+
+interface Ports {
+  redis: number;
+  grpc: number;
+  http: number;
+  admin: number;
+  gateway: number;
+  console: number;
+}
+
+async function ports(): Promise<Ports> {
+  const p: number[] = [];
+  while (p.length < 6) {
+    const n = await freePort();
+    if (!p.includes(n)) p.push(n);
+  }
+  return { redis: p[0]!, grpc: p[1]!, http: p[2]!, admin: p[3]!, gateway: p[4]!, console: p[5]! };
+}
+
+function args(dir: string, p: Ports): string[] {
+  return ['dev', '--dir', dir, '--redis-port', `${p.redis}`, '--grpc-port', `${p.grpc}`, '--http-port', `${p.http}`, '--admin-port', `${p.admin}`, '--gateway-port', `${p.gateway}`, '--console-port', `${p.console}`];
+}
+
+interface Dev {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  exit: Promise<number | null>;
+}
+
+function spawnDev(argv: string[], env: NodeJS.ProcessEnv = process.env): Dev {
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN, ...argv], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exit = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      running.delete(child);
+      resolve(code);
+    }),
+  );
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+async function untilRunning(dev: Dev): Promise<string> {
+  const deadline = Date.now() + 60_000;
+  while (!dev.stdout().includes('Ctrl-C stops everything')) {
+    if (dev.child.exitCode !== null) throw new Error(`dev exited ${dev.child.exitCode}: ${dev.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`dev did not start: ${dev.stderr()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return /^ {2}KEY=(\S+)$/m.exec(dev.stdout())![1]!;
+}
+
+async function redisPid(port: number): Promise<number> {
+  const c = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    const info = await c.info('server');
+    const pid = Number(/process_id:(\d+)/.exec(info)![1]);
+    redisPids.add(pid);
+    return pid;
+  } finally {
+    c.disconnect();
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const listening = async (port: number) => !(await portFree(port));
+
+function tmp(): string {
+  const d = mkdtempSync(join(tmpdir(), 'keygate-dev-'));
+  dirs.push(d);
+  return d;
+}
+
+afterEach(async () => {
+  for (const c of running) {
+    c.kill('SIGKILL');
+    await new Promise((r) => c.once('exit', r));
+  }
+  // Also a redis-server whose pid was never read (a test that failed early): dev's pid file names it.
+  for (const d of dirs) {
+    const pid = existsSync(redisPidFile(d)) ? Number(readFileSync(redisPidFile(d), 'utf8')) : 0;
+    if (pid > 1) redisPids.add(pid);
+  }
+  for (const pid of redisPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  redisPids.clear();
+});
+
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('keygate dev', () => {
+  it('serves a printed key through the dev gateway, keeps it across restarts, and Ctrl-C stops everything', async () => {
+    const dir = tmp();
+    const p = await ports();
+    const dev = spawnDev(args(dir, p));
+    const key = await untilRunning(dev);
+    const out = dev.stdout();
+    expect(out).toContain(`redis://127.0.0.1:${p.redis}`);
+    expect(out).toContain(`http://127.0.0.1:${p.gateway}/openai/v1`);
+    expect(out).toContain(`http://127.0.0.1:${p.gateway}/anthropic`);
+    expect(out).toContain(`http://127.0.0.1:${p.gateway}/google`);
+    expect(out).toMatch(/curl -sS http:\/\/127\.0\.0\.1:\d+\/openai\/v1\/chat\/completions -H "Authorization: Bearer \$KEY"/);
+    expect(statSync(join(dir, 'demo-key.json')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, 'reveal-key')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, 'console-token.json')).mode & 0o777).toBe(0o600);
+    // The key and the console token are in the banner only: never in a log line.
+    expect(dev.stderr()).not.toContain(key);
+    const token = /^ {2}TOKEN=(\S+)$/m.exec(out)![1]!;
+    expect(dev.stderr()).not.toContain(token);
+
+    // The printed console token manages the demo account's keys (and only that account's).
+    expect(out).toContain(`http://127.0.0.1:${p.console}/`);
+    const listed = await fetch(`http://127.0.0.1:${p.console}/v1/accounts/demo/keys`, { headers: { authorization: `Bearer ${token}` } });
+    expect(listed.status).toBe(200);
+    expect(((await listed.json()) as { keys: { account: string }[] }).keys.map((k) => k.account)).toContain('demo');
+    const other = await fetch(`http://127.0.0.1:${p.console}/v1/accounts/someone-else/keys`, { headers: { authorization: `Bearer ${token}` } });
+    expect(other.status).toBe(404);
+    // The printed URL serves the "API keys" page, and the printed token signs it in for the demo account.
+    const page = await fetch(`http://127.0.0.1:${p.console}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<title>API keys');
+    const signIn = await fetch(`http://127.0.0.1:${p.console}/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: `http://127.0.0.1:${p.console}` },
+      body: JSON.stringify({ token }),
+    });
+    expect(signIn.status).toBe(200);
+    expect(await signIn.json()).toMatchObject({ signed_in: true, account: 'demo' });
+
+    // As the printed curl does.
+    const r = await fetch(`http://127.0.0.1:${p.gateway}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe(UPSTREAM_TEXT);
+
+    // A wrong key: the sidecar's deny, in the entry's shape.
+    const bad = await fetch(`http://127.0.0.1:${p.gateway}/anthropic/v1/messages`, { method: 'POST', headers: { 'x-api-key': 'kg_wrong' }, body: '{}' });
+    expect(bad.status).toBe(401);
+    expect(((await bad.json()) as { type: string; error: { type: string } })).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+
+    // The official SDK on the printed base URL.
+    const openai = new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${p.gateway}/openai/v1`, maxRetries: 0 });
+    const chat = await openai.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.choices[0]!.message.content).toBe(UPSTREAM_TEXT);
+
+    const pid = await redisPid(p.redis);
+    dev.child.kill('SIGINT');
+    expect(await dev.exit).toBe(0);
+    expect(alive(pid)).toBe(false);
+    for (const port of Object.values(p)) expect(await listening(port), `port ${port}`).toBe(false);
+
+    // Restart on the same directory: the same key works again (Redis data kept).
+    const again = spawnDev(args(dir, p));
+    expect(await untilRunning(again)).toBe(key);
+    expect(again.stdout()).toContain(`TOKEN=${token}`);
+    const r2 = await fetch(`http://127.0.0.1:${p.gateway}/google/v1beta/models/gemini-2.0-flash:generateContent`, {
+      method: 'POST',
+      headers: { 'x-goog-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ contents: [{ parts: [{ text: 'hi' }] }] }),
+    });
+    expect(r2.status).toBe(200);
+    const pid2 = await redisPid(p.redis);
+    again.child.kill('SIGINT');
+    expect(await again.exit).toBe(0);
+    expect(alive(pid2)).toBe(false);
+  });
+
+  it('after a SIGKILL, the next start on the same directory stops the redis-server left behind and the key still works', async () => {
+    const dir = tmp();
+    const p = await ports();
+    const dev = spawnDev(args(dir, p));
+    const key = await untilRunning(dev);
+    const oldPid = await redisPid(p.redis);
+    dev.child.kill('SIGKILL');
+    await dev.exit;
+    expect(alive(oldPid)).toBe(true); // redis-server is its own process: a killed dev cannot stop it
+
+    const again = spawnDev(args(dir, p));
+    expect(await untilRunning(again)).toBe(key);
+    expect(again.stdout()).toContain(`keygate dev: stopped redis-server (pid ${oldPid}, port ${p.redis}) left running by an earlier keygate dev on this directory\n`);
+    expect(alive(oldPid)).toBe(false);
+    const newPid = await redisPid(p.redis);
+    expect(newPid).not.toBe(oldPid);
+    const r = await fetch(`http://127.0.0.1:${p.gateway}/openai/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(r.status).toBe(200);
+    again.child.kill('SIGINT');
+    expect(await again.exit).toBe(0);
+    expect(alive(newPid)).toBe(false);
+    for (const port of Object.values(p)) expect(await listening(port), `port ${port}`).toBe(false);
+  });
+
+  it('refuses with one line when a port is taken, and starts nothing', async () => {
+    const p = await ports();
+    const blocker: Server = createServer();
+    await new Promise<void>((resolve) => blocker.listen(p.gateway, '127.0.0.1', resolve));
+    try {
+      const dev = spawnDev(args(tmp(), p));
+      expect(await dev.exit).toBe(2);
+      expect(dev.stderr()).toBe(`keygate: dev: port ${p.gateway} (gateway) is already in use; stop what uses it or pass --gateway-port <port>\n`);
+      expect(dev.stdout()).toBe('');
+      expect(await listening(p.redis)).toBe(false);
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it('refuses with one line when redis-server is not on PATH', async () => {
+    const p = await ports();
+    const dev = spawnDev(args(tmp(), p), { ...process.env, PATH: '/nonexistent' });
+    expect(await dev.exit).toBe(2);
+    expect(dev.stderr()).toBe('keygate: dev: redis-server not found on PATH; run scripts/install (Debian/Ubuntu: apt-get install redis-server)\n');
+  });
+});

@@ -1,0 +1,68 @@
+/**
+ * A management API server (`keygate console`) on a test Redis, on a free port, with an all-accounts
+ * token and a token scoped to one account. Closing it is the caller's (`srv.close()`).
+ */
+import { randomBytes } from 'node:crypto';
+import { CLI_ACTOR } from '../../src/console/management.ts';
+import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
+import { startConsole, type ConsoleServer } from '../../src/console-api/main.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
+
+export interface TestConsole {
+  readonly srv: ConsoleServer;
+  readonly base: string;
+  /** An all-accounts token named "ops". */
+  readonly admin: string;
+  /** A token scoped to the account given, named "owner page". */
+  readonly owner: string;
+  readonly ownerId: string;
+}
+
+export async function startTestConsole(redisUrl: string, ownerAccount: string): Promise<TestConsole> {
+  const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000' });
+  const srv = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+  try {
+    const admin = (await srv.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+    const o = await srv.console.createToken(CLI_ACTOR, { name: 'owner page', account: ownerAccount });
+    return { srv, base: `http://127.0.0.1:${srv.port}`, admin, owner: o.token, ownerId: o.record.id };
+  } catch (err) {
+    await srv.close();
+    throw err;
+  }
+}
+
+export interface ApiResponse {
+  readonly status: number;
+  /** The JSON body, or the text when it is not JSON. */
+  readonly body: any;
+  readonly headers: Headers;
+}
+
+export interface ApiCallOptions {
+  /** Bearer token; null sends none. */
+  readonly token?: string | null;
+  /** Sent as JSON. */
+  readonly body?: unknown;
+  /** Sent as it is (instead of `body`). */
+  readonly raw?: string;
+  readonly headers?: Record<string, string>;
+}
+
+/** One request to the management API at `base`. */
+export async function callApi(base: string, method: string, path: string, opts: ApiCallOptions = {}): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined && opts.token !== null) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.raw !== undefined) body = opts.raw;
+  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined) headers['content-type'] ??= 'application/json';
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* metrics, etc. */
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}

@@ -1,0 +1,59 @@
+/**
+ * The real `keygate console` (management API with the web page) on a given Redis, for browser
+ * tests: free port, loopback only, a log captured in memory at debug level (to prove nothing
+ * secret is written), and the operator calls a test needs besides the page.
+ */
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { CLI_ACTOR } from '../../src/console/management.ts';
+import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
+import { startConsole, type ConsoleServer } from '../../src/console-api/main.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
+
+export interface WebConsole {
+  readonly url: string;
+  readonly server: ConsoleServer;
+  /** Every line the console logged. */
+  readonly logs: string[];
+  createToken(account: string, name: string): Promise<{ id: string; token: string }>;
+  revokeToken(id: string): Promise<void>;
+  keyCount(account: string): Promise<number>;
+  /** Operator operations the page does not offer: a wallet credit, a usage record from the router. */
+  credit(account: string, micros: number): Promise<void>;
+  recordUsage(keyId: string, micros: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startWebConsole(redisUrl: string, env: Record<string, string> = {}): Promise<WebConsole> {
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk));
+      cb();
+    },
+  });
+  const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000', ...env });
+  const server = await startConsole(config, createLogger('debug', sink), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    server,
+    logs,
+    async createToken(account, name) {
+      const t = await server.console.createToken(CLI_ACTOR, { name, account });
+      return { id: t.record.id, token: t.token };
+    },
+    async revokeToken(id) {
+      await server.console.revokeToken(CLI_ACTOR, id);
+    },
+    async keyCount(account) {
+      return (await server.console.listKeys(account)).length;
+    },
+    async credit(account, micros) {
+      await server.console.creditAccount(CLI_ACTOR, account, micros, `test-${randomBytes(6).toString('hex')}`);
+    },
+    async recordUsage(keyId, micros) {
+      await server.console.keys.recordUsage({ keyId, amountMicros: micros, requestId: `req-${randomBytes(6).toString('hex')}` });
+    },
+    close: () => server.close(),
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The shared Envoy mapping: an allow response is made of its parts only, so the h2 server's cache of
+ * encoded allows (keyed by `allowKey` of those parts) can never serve one request's answer to another.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Allow } from '../../src/core/decision.ts';
+import { allowKey, allowParts, allowResponse, checkResponse } from '../../src/transport/envoy/check.ts';
+import type { ResponseOptions } from '../../src/transport/response-options.ts';
+
+const OPTS: ResponseOptions = { accountHeader: 'x-account', keyIdHeader: 'x-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
+const text = fc.oneof(fc.constantFrom('', 'a', 'a;', '1:a;', 'null', '-;', 'acct\n1'), fc.string({ maxLength: 12 }));
+const allow = fc.record({
+  allow: fc.constant(true as const),
+  accountId: text,
+  keyId: text,
+  model: fc.option(text, { nil: null }),
+});
+
+describe('allow responses and their cache key', () => {
+  it('equal keys ⇔ equal responses, for any two allows', () => {
+    fc.assert(
+      fc.property(allow, allow, (a, b) => {
+        const same = allowKey(allowParts(a)) === allowKey(allowParts(b));
+        expect(same).toBe(JSON.stringify(allowResponse(allowParts(a), OPTS)) === JSON.stringify(allowResponse(allowParts(b), OPTS)));
+        expect(same).toBe(a.accountId === b.accountId && a.keyId === b.keyId && a.model === b.model);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('a field on an allow outside its parts never reaches the response', () => {
+    fc.assert(
+      fc.property(allow, fc.string(), (a, extra) => {
+        const wider = { ...a, requestId: extra, wallet: { balance: extra } } as Allow;
+        const outcome = { decision: wider, family: 'openai' as const, requestId: extra };
+        expect(checkResponse(outcome, OPTS)).toEqual(allowResponse(allowParts(a), OPTS));
+      }),
+    );
+  });
+
+  it('null and the string "null" are different models', () => {
+    const a = { accountId: 'x', keyId: 'k', model: null };
+    expect(allowKey(a)).not.toBe(allowKey({ ...a, model: 'null' }));
+    expect(allowKey(a)).not.toBe(allowKey({ ...a, model: '' }));
+  });
+
+  it('an allow sets the identity headers, strips the key headers and carries the metadata', () => {
+    const r = allowResponse({ accountId: 'acct', keyId: 'key_1', model: 'openai/gpt-4o' }, OPTS);
+    expect(r).toEqual({
+      status: { code: 0 },
+      ok_response: {
+        headers: [
+          { header: { key: 'x-account', value: 'acct' }, append: { value: false } },
+          { header: { key: 'x-key-id', value: 'key_1' }, append: { value: false } },
+        ],
+        headers_to_remove: ['authorization', 'x-api-key', 'x-goog-api-key'],
+      },
+      dynamic_metadata: { fields: { account_id: { stringValue: 'acct' }, key_id: { stringValue: 'key_1' }, model: { stringValue: 'openai/gpt-4o' } } },
+    });
+    expect(allowResponse({ accountId: 'a', keyId: 'k', model: null }, { ...OPTS, stripKeyHeaders: false }).ok_response!.headers_to_remove).toEqual([]);
+  });
+});
