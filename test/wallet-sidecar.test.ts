@@ -249,6 +249,23 @@ describe('usage counting', () => {
     }
   });
 
+  it('a flush asked for while another is writing also writes what was counted since', async () => {
+    const counter = new UsageCounter(db, s, createLogger('silent'), { intervalMs: 60_000 });
+    try {
+      const account = acct();
+      counter.count('key_racedracedraced', account);
+      const first = counter.flush(); // the timer's flush, say: it has taken its batch
+      counter.count('key_racedracedraced', account);
+      counter.count('key_racedracedraced', account);
+      await counter.flush(); // the caller's: must cover the two counted after the first began
+      await first;
+      expect(await db.hget(s.keyUse(account, 'key_racedracedraced'), 'day')).toBe('3');
+      expect(counter.pendingKeys).toBe(0);
+    } finally {
+      await counter.close();
+    }
+  });
+
   it('a flush that fails keeps its counts for the next one (Redis down, then back)', async () => {
     const own = await startRedis();
     const client = new IORedis({ port: own.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });

@@ -39,6 +39,8 @@ export class UsageCounter {
   readonly #timer: NodeJS.Timeout;
   #pending = new Map<string, Pending>();
   #flushing: Promise<void> | null = null;
+  /** The one flush queued behind `#flushing` (callers during a flush share it). */
+  #queued: Promise<void> | null = null;
   #closed = false;
   /** Requests not counted because `maxKeys` keys were already pending (monotonic). */
   dropped = 0;
@@ -74,9 +76,20 @@ export class UsageCounter {
     return this.#pending.size;
   }
 
-  /** Writes the pending counts (one pipeline); concurrent calls share one flush. */
+  /**
+   * Writes the pending counts (one pipeline). What was counted before the call is written when the
+   * promise settles: a call made while a flush is writing (its batch already taken) waits for it and
+   * then runs one more; all calls made meanwhile share that one.
+   */
   flush(): Promise<void> {
-    return (this.#flushing ??= this.#flushOnce().finally(() => {
+    if (this.#queued) return this.#queued;
+    if (this.#flushing) {
+      return (this.#queued = this.#flushing.then(() => {
+        this.#queued = null;
+        return this.flush();
+      }));
+    }
+    return (this.#flushing = this.#flushOnce().finally(() => {
       this.#flushing = null;
     }));
   }
@@ -117,6 +130,7 @@ export class UsageCounter {
   async close(): Promise<void> {
     clearInterval(this.#timer);
     if (this.#flushing) await this.#flushing;
+    if (this.#queued) await this.#queued;
     this.#closed = true;
     await this.flush();
   }
