@@ -220,8 +220,11 @@ describe('Cluster (three masters)', () => {
         await kc.setKeyLimit(k.id, null);
         for (const sc of [a, b]) expect(outcomeOf(await sc.client.check(chatRequest(k.key)))).toBe('allow');
         expect((await kc.accountInfo(account)).wallet.balance_micros).toBe(10_000);
-        await a.sidecar.usage!.flush();
-        await b.sidecar.usage!.flush();
+        // The usage counter has its own connection, which may still be joining the Cluster right
+        // after start: a failed flush keeps its counts for the next one, so flush until none is left.
+        for (const sc of [a, b]) {
+          await waitFor(async () => (await sc.sidecar.usage!.flush(), sc.sidecar.usage!.pendingKeys === 0), 'usage counts written', 5_000);
+        }
         const v = await kc.getKeyView(k.id);
         expect(v.usage.spend.totalMicros).toBe(500);
         expect(v.usage.requests.today).toBeGreaterThanOrEqual(6);
