@@ -70,6 +70,12 @@ export interface DevComponent {
   readonly name: string;
   /** Ports this component listens on, with the flag that changes each (checked before any start). */
   ports(o: DevOptions): ReadonlyArray<{ port: number; flag: string }>;
+  /**
+   * Imports the modules `start` needs. All components load before the first one starts: loading
+   * the console's modules takes a few hundred milliseconds of the event loop, which a running
+   * sidecar would otherwise spend with its heartbeat and Redis command timers overdue.
+   */
+  load?(): Promise<unknown>;
   start(ctx: DevContext): Promise<Running>;
 }
 
@@ -204,6 +210,7 @@ const sidecarComponent: DevComponent = {
     { port: o.httpPort, flag: '--http-port' },
     { port: o.adminPort, flag: '--admin-port' },
   ],
+  load: () => import('../main.ts'),
   async start(ctx) {
     const o = ctx.options;
     const config = loadConfig({
@@ -266,15 +273,14 @@ const demoKeyComponent: DevComponent = {
  * management token for the demo account, created on the first start and kept (mode 0600) so that
  * every start prints the same sign-in token. A revoked or lost token is replaced.
  */
+const consoleModules = () => Promise.all([import('../console-api/config.ts'), import('../console-api/main.ts'), import('../console/management.ts')]);
+
 const consoleComponent: DevComponent = {
   name: 'console',
   ports: (o) => [{ port: o.consolePort, flag: '--console-port' }],
+  load: consoleModules,
   async start(ctx) {
-    const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await Promise.all([
-      import('../console-api/config.ts'),
-      import('../console-api/main.ts'),
-      import('../console/management.ts'),
-    ]);
+    const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await consoleModules();
     const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }), host: '127.0.0.1', drainDelayMs: 0 };
     const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey });
     try {
@@ -406,6 +412,7 @@ export async function startDev(options: DevOptions, log: Logger, components = de
     }
   };
   try {
+    await Promise.all(components.map((c) => c.load?.()));
     for (const c of components) started.push(await c.start(ctx));
   } catch (err) {
     await stop();
