@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { findCredential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
+import { findCredential, type Credential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
 import {
   accountDeny,
   allow,
@@ -54,6 +54,11 @@ export interface CheckOutcome {
   readonly decision: Decision;
   readonly family: Family;
   readonly requestId: string;
+  /**
+   * For logs, on a deny that names no key id: the masked form (prefix and last four) of the key the
+   * request carried; otherwise undefined.
+   */
+  readonly maskedKey?: string;
 }
 
 export interface AuthorizerOptions {
@@ -71,7 +76,11 @@ export interface AuthorizerOptions {
 /** Observes every decision (metrics, logs); must not throw. */
 export type DecisionObserver = (outcome: CheckOutcome, input: CheckInput, startedAt: bigint) => void;
 
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
+/**
+ * A request id kept as given: characters that logs, JSON and protobuf carry as themselves, one byte
+ * each (the deny-frame templates rely on it). Any other id is replaced by a UUID, which matches too.
+ */
+export const SAFE_REQUEST_ID = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
 
 export function requestIdOf(given: string | undefined): string {
   return given !== undefined && SAFE_REQUEST_ID.test(given) ? given : randomUUID();
@@ -101,9 +110,10 @@ export class Authorizer {
     const startedAt = process.hrtime.bigint();
     const family = resolveFamily(input.protocol, input.path, this.#opts.pathPrefixes);
     const requestId = requestIdOf(input.requestId);
+    const credential = findCredential(input.header as (n: KeyHeader) => HeaderValue);
     let decision: Decision;
     try {
-      decision = await this.#decide(input, family);
+      decision = await this.#decide(input, family, credential);
     } catch (err) {
       if (!(err instanceof StoreUnavailable)) {
         this.#log.error({ err: { message: (err as Error)?.message, name: (err as Error)?.name }, requestId }, 'check failed; denying');
@@ -113,13 +123,13 @@ export class Authorizer {
     if (!decision.allow && decision.gatewayProblem !== undefined) {
       this.#problems.note(decision.gatewayProblem, { family, method: input.method, path: pathOnly(input.path).slice(0, 200) });
     }
-    const outcome: CheckOutcome = { decision, family, requestId };
+    const maskedKey = !decision.allow && decision.keyId === undefined && credential.kind === 'key' ? maskKey(credential.key, this.#opts.keyPrefix) : undefined;
+    const outcome: CheckOutcome = { decision, family, requestId, maskedKey };
     for (const fn of this.#observers) fn(outcome, input, startedAt);
     return outcome;
   }
 
-  async #decide(input: CheckInput, family: Family): Promise<Decision> {
-    const credential = findCredential(input.header as (n: KeyHeader) => HeaderValue);
+  async #decide(input: CheckInput, family: Family, credential: Credential): Promise<Decision> {
     const key = credential.kind === 'key' ? credential.key : '';
     const early = credentialDeny(credential, credential.kind === 'key' && isWellFormedKey(key, this.#opts.keyPrefix));
     if (early) return early;
@@ -167,12 +177,6 @@ export class Authorizer {
     );
     if ('allow' in m) return m;
     return allow(grant, m.model);
-  }
-
-  /** For logs: a masked form of whatever key the request carried. */
-  maskedKeyOf(input: CheckInput): string | undefined {
-    const c = findCredential(input.header as (n: KeyHeader) => HeaderValue);
-    return c.kind === 'key' ? maskKey(c.key, this.#opts.keyPrefix) : undefined;
   }
 }
 

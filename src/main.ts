@@ -74,7 +74,7 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
     log,
   );
   authorizer.observe(metrics.observer);
-  const decisions = new DecisionLog(authorizer, log);
+  const decisions = new DecisionLog(log);
   // Its own connection: a flush's pipeline never queues in front of a cold key's lookup.
   const usageRedis = config.countUsage
     ? connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-usage' })

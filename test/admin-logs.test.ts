@@ -7,7 +7,7 @@ import { generateKey, maskKey } from '../src/keys/format.ts';
 import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger, keyScrubber } from '../src/telemetry/logger.ts';
-import { Authorizer, type CheckInput } from '../src/authorizer.ts';
+import type { CheckInput } from '../src/authorizer.ts';
 import { deny } from '../src/core/decision.ts';
 import { DecisionLog } from '../src/telemetry/decision-log.ts';
 import { adminGet, sample, waitFor } from './helpers/admin.ts';
@@ -109,17 +109,15 @@ describe('repeated denies', () => {
   });
   const own: string[] = [];
   const ownLog = createLogger('info', { write: (line: string) => void own.push(line) });
-  // maskedKeyOf reads the headers only; no store is reached
-  const authorizer = new Authorizer(undefined as never, { keyPrefix: 'kg_', pathPrefixes: [] }, ownLog);
   const d = deny('INVALID_API_KEY');
-  const outcome = (requestId: string) => ({ decision: d, family: 'openai' as const, requestId });
+  const outcome = (requestId: string, key: string) => ({ decision: d, family: 'openai' as const, requestId, maskedKey: maskKey(key) });
 
   it('beyond maxKinds kinds in a window, counts the rest per code, rule and family (every deny in a line or a count)', () => {
     own.length = 0;
-    const log = new DecisionLog(authorizer, ownLog, { windowMs: 60_000, maxKinds: 2 });
+    const log = new DecisionLog(ownLog, { windowMs: 60_000, maxKinds: 2 });
     const keys = Array.from({ length: 5 }, () => generateKey());
-    for (const [i, k] of keys.entries()) log.observer(outcome(`o-${i}`), input(k, `o-${i}`), process.hrtime.bigint());
-    log.observer(outcome('o-again'), input(keys[0]!, 'o-again'), process.hrtime.bigint());
+    for (const [i, k] of keys.entries()) log.observer(outcome(`o-${i}`, k), input(k, `o-${i}`), process.hrtime.bigint());
+    log.observer(outcome('o-again', keys[0]!), input(keys[0]!, 'o-again'), process.hrtime.bigint());
     expect(own.map((l) => JSON.parse(l).requestId)).toEqual(['o-0', 'o-1']);
     log.close();
     const parsed = own.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -129,16 +127,16 @@ describe('repeated denies', () => {
     expect(repeated.find((r) => r.overflow === true)).toMatchObject({ code: 'INVALID_API_KEY', family: 'openai', repeated: 3, lastRequestId: 'o-4' });
     expect(repeated.find((r) => r.overflow === true)!.maskedKey).toBeUndefined();
     // a new window starts empty: the first of a kind gets its own line again
-    log.observer(outcome('o-next'), input(keys[0]!, 'o-next'), process.hrtime.bigint());
+    log.observer(outcome('o-next', keys[0]!), input(keys[0]!, 'o-next'), process.hrtime.bigint());
     expect(JSON.parse(own.at(-1)!)).toMatchObject({ msg: 'deny', requestId: 'o-next' });
     log.close();
   });
 
   it('windowMs 0 logs every deny on its own line', () => {
     own.length = 0;
-    const log = new DecisionLog(authorizer, ownLog, { windowMs: 0 });
+    const log = new DecisionLog(ownLog, { windowMs: 0 });
     const k = generateKey();
-    for (let i = 0; i < 4; i++) log.observer(outcome(`z-${i}`), input(k, `z-${i}`), process.hrtime.bigint());
+    for (let i = 0; i < 4; i++) log.observer(outcome(`z-${i}`, k), input(k, `z-${i}`), process.hrtime.bigint());
     log.close();
     expect(own.map((l) => JSON.parse(l).requestId)).toEqual(['z-0', 'z-1', 'z-2', 'z-3']);
   });

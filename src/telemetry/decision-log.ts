@@ -14,7 +14,7 @@
  * count every decision exactly). `windowMs: 0` logs every deny on its own line.
  */
 import type { Logger } from 'pino';
-import type { Authorizer, CheckInput, CheckOutcome, DecisionObserver } from '../authorizer.ts';
+import type { CheckOutcome, DecisionObserver } from '../authorizer.ts';
 import type { Deny } from '../core/decision.ts';
 
 /** Which rule refused, in words an operator can act on. Never key material. */
@@ -59,7 +59,6 @@ interface Kind {
 
 export class DecisionLog {
   readonly observer: DecisionObserver;
-  readonly #authorizer: Authorizer;
   readonly #log: Logger;
   readonly #windowMs: number;
   readonly #maxKinds: number;
@@ -68,18 +67,17 @@ export class DecisionLog {
   #own = 0;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(authorizer: Authorizer, log: Logger, opts: DecisionLogOptions = {}) {
-    this.#authorizer = authorizer;
+  constructor(log: Logger, opts: DecisionLogOptions = {}) {
     this.#log = log;
     this.#windowMs = opts.windowMs ?? 1000;
     this.#maxKinds = opts.maxKinds ?? 256;
-    this.observer = (outcome, input, startedAt) => {
+    this.observer = (outcome, _input, startedAt) => {
       const d = outcome.decision;
       if (d.allow) {
         if (log.isLevelEnabled('debug')) this.#allow(outcome, startedAt);
         return;
       }
-      if (log.isLevelEnabled('info')) this.#deny(outcome, d, input, startedAt);
+      if (log.isLevelEnabled('info')) this.#deny(outcome, d, startedAt);
     };
   }
 
@@ -132,8 +130,8 @@ export class DecisionLog {
     );
   }
 
-  #deny(outcome: CheckOutcome, d: Deny, input: CheckInput, startedAt: bigint): void {
-    const who = d.keyId !== undefined ? { keyId: d.keyId } : { maskedKey: this.#authorizer.maskedKeyOf(input) };
+  #deny(outcome: CheckOutcome, d: Deny, startedAt: bigint): void {
+    const who = d.keyId !== undefined ? { keyId: d.keyId } : { maskedKey: outcome.maskedKey };
     if (this.#windowMs <= 0) return this.#line(outcome, d, who, startedAt);
     const key = `${d.code}\0${d.status}\0${d.detail ?? ''}\0${outcome.family}\0${'keyId' in who ? `k${who.keyId}` : `m${who.maskedKey ?? ''}`}`;
     const seen = this.#kinds.get(key);

@@ -10,11 +10,9 @@
  * when a third, mixed probe encoded directly equals the template filled in with it; otherwise (or
  * for an id with characters JSON would escape) the frame is encoded each time, as before.
  */
-import type { CheckOutcome } from '../../authorizer.ts';
+import { SAFE_REQUEST_ID, type CheckOutcome } from '../../authorizer.ts';
 import type { Deny } from '../../core/decision.ts';
 
-/** Characters that JSON and protobuf carry as themselves, one byte each (the request-id alphabet). */
-const PLAIN_ID = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
 const MIXED = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._:@=+/-';
 
 interface Template {
@@ -34,7 +32,7 @@ export class DenyFrames {
 
   frame(outcome: CheckOutcome, d: Deny): Buffer {
     const id = outcome.requestId;
-    if (d.detail !== undefined || d.message !== undefined || !PLAIN_ID.test(id)) return this.#encode(outcome);
+    if (d.detail !== undefined || d.message !== undefined || !SAFE_REQUEST_ID.test(id)) return this.#encode(outcome);
     const k = `${outcome.family}|${d.code}|${d.status}|${id.length}`;
     let t = this.#templates.get(k);
     if (t === undefined) {
