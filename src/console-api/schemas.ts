@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN } from '../console/management.ts';
-import { LIMIT_PERIODS, MAX_AMOUNT_MICROS, REFERENCE_PATTERN, REQUEST_ID_PATTERN } from '../schema/money.ts';
+import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
 
 const isoTime = z.iso.datetime({ offset: true }).describe('ISO-8601 instant');
@@ -32,7 +32,7 @@ const Limit = z.strictObject({
   amount_micros: amountMicros,
   period: period.describe('day, week (Monday to Sunday), month (calendar) or total; periods reset at 00:00 UTC'),
 });
-const bookRef = (what: string) => z.string().regex(REFERENCE_PATTERN, `must be 1-128 of [A-Za-z0-9._:@=+/-] (${what})`);
+const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
 export const AccountParams = z.strictObject({ account: AccountId });
@@ -65,7 +65,7 @@ export const CreditBody = z.strictObject({
 export const UsageBody = z.strictObject({
   key_id: KeyId.describe('the key the request was allowed with (x-keygate-key-id)'),
   amount_micros: amountMicros.describe("the request's cost in micro-units"),
-  request_id: z.string().regex(REQUEST_ID_PATTERN, "must be 1-128 of [A-Za-z0-9._:@=+/-] (the request's id; recording it again changes nothing)"),
+  request_id: bookRef("the request's id; recording it again changes nothing"),
   model: z.string().min(1).max(256).nullable().optional().describe('the model that ran'),
   input_tokens: count.nullable().optional(),
   output_tokens: count.nullable().optional(),

@@ -13,7 +13,8 @@ import { ConsoleError } from './errors.ts';
 // Characters that are never part of a name: C0/C1 controls, line/paragraph separators, bidi overrides.
 const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
-function bad(message: string): ConsoleError {
+/** The one error of bad input: INVALID_INPUT with what is wrong. */
+export function bad(message: string): ConsoleError {
   return new ConsoleError('INVALID_INPUT', message);
 }
 

@@ -14,8 +14,8 @@ import {
   parseKeySpend,
   parseKeyUse,
   parseUsageEntry,
-  REFERENCE_PATTERN,
-  REQUEST_ID_PATTERN,
+  BOOK_ID_PATTERN,
+  BOOK_ID_RULE,
   spendIn,
   WalletField,
   type KeyLimit,
@@ -27,7 +27,7 @@ import {
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
-import { shown, validateAccountId, validateKeyId } from './validate.ts';
+import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
 
 /** Defaults of the money options (library options of `KeyConsole`). */
 export const MONEY_DEFAULTS = {
@@ -89,10 +89,6 @@ export interface KeyUsage {
   readonly limit: KeyLimit | null;
 }
 
-function bad(message: string): ConsoleError {
-  return new ConsoleError('INVALID_INPUT', message);
-}
-
 export function validateAmountMicros(v: unknown, what = 'amount'): number {
   const n = amountMicrosOf(v);
   if (n === null) throw bad(`${what} must be a positive integer number of micro-units, at most ${MAX_AMOUNT_MICROS}`);
@@ -136,8 +132,8 @@ export class WalletOps {
   async credit(account: string, amountMicros: unknown, reference: unknown): Promise<CreditResult> {
     validateAccountId(account);
     const amount = validateAmountMicros(amountMicros);
-    if (typeof reference !== 'string' || !REFERENCE_PATTERN.test(reference)) {
-      throw bad(`a credit needs a reference: 1-128 of [A-Za-z0-9._:@=+/-]${typeof reference === 'string' && reference !== '' ? `, not ${shown(reference)}` : ''}`);
+    if (typeof reference !== 'string' || !BOOK_ID_PATTERN.test(reference)) {
+      throw bad(`a credit needs a reference: ${BOOK_ID_RULE}${typeof reference === 'string' && reference !== '' ? `, not ${shown(reference)}` : ''}`);
     }
     const s = this.#s;
     const r = (await this.#redis.eval(lua.CREDIT, 3, s.wallet(account), s.credits(account), s.gate(account), String(amount), reference, String(MAX_BALANCE_MICROS))) as string[];
@@ -161,8 +157,8 @@ export class WalletOps {
     if (typeof input !== 'object' || input === null) throw bad('usage must be an object');
     const keyId = validateKeyId(input.keyId);
     const amount = validateAmountMicros(input.amountMicros);
-    if (typeof input.requestId !== 'string' || !REQUEST_ID_PATTERN.test(input.requestId)) {
-      throw bad('a usage record needs a request id: 1-128 of [A-Za-z0-9._:@=+/-]');
+    if (typeof input.requestId !== 'string' || !BOOK_ID_PATTERN.test(input.requestId)) {
+      throw bad(`a usage record needs a request id: ${BOOK_ID_RULE}`);
     }
     const model = input.model ?? '';
     if (model !== '' && (typeof model !== 'string' || !MODEL_TEXT.test(model))) throw bad('model must be 1-256 of [A-Za-z0-9._:@/+=,~-]');

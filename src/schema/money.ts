@@ -15,9 +15,10 @@ export const MAX_AMOUNT_MICROS = 1_000_000_000_000_000;
 /** Largest balance (either sign) a wallet may hold: 2^53 − 1 − MAX_AMOUNT_MICROS, so every step stays exact in Lua. */
 export const MAX_BALANCE_MICROS = Number.MAX_SAFE_INTEGER - MAX_AMOUNT_MICROS;
 
-/** A request id of a usage record, a credit reference: what routers and payment systems use. */
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
-export const REFERENCE_PATTERN = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
+/** A usage record's request id, a credit's reference: the ids routers and payment systems use. */
+export const BOOK_ID_PATTERN = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
+/** `BOOK_ID_PATTERN` as errors and the API document say it. */
+export const BOOK_ID_RULE = '1-128 of [A-Za-z0-9._:@=+/-]';
 
 export const LIMIT_PERIODS = ['day', 'week', 'month', 'total'] as const;
 export type LimitPeriod = (typeof LIMIT_PERIODS)[number];
