@@ -8,6 +8,7 @@
  * unknown digests, interleaved, plus the codec alone on the two replies. Prints markdown: what
  * is left of the difference is the reply's length on the wire, not parsing.
  */
+import { once } from 'node:events';
 import { parseArgs } from 'node:util';
 import { DEFAULT_KEY_PREFIX, generateKey, keyDigest } from '../src/keys/format.ts';
 import { parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
@@ -29,6 +30,8 @@ try {
   const db = redis.client();
   const data = connectRedis(redis.url, { commandTimeoutMs: 5000 });
   data.on('error', () => {});
+  // The store's connection queues nothing while offline: wait until it is up before timing reads.
+  if (data.status !== 'ready') await once(data, 'ready');
   const store = new RedisKeyStore(data, s, createLogger('silent'));
   const revoked = await Promise.all(Array.from({ length: 200 }, (_, i) => seedOne(db, s, DEFAULT_KEY_PREFIX, `revoked${i}`, { status: 'revoked', models })));
   const time = { revoked: [] as number[], unknown: [] as number[] };

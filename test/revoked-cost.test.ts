@@ -5,7 +5,9 @@
  * reads of the reply are recorded, and a revoked record whose other fields are garbage is still a
  * plain `absent` (parsing them would make it `corrupt`).
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyField, parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
@@ -136,4 +138,13 @@ describe('revoked and never-issued keys: same work until the status is known', (
     expect(await db.hget(s.keyRecord(digest), KeyField.models)).toBeNull();
     expect(rolled.record.models).toEqual(['openai/gpt-4o', 'anthropic/*']);
   });
+
+  it('the documented benchmark runs (scripts/node bench/revoked-cost.ts) and measures revoked records of ~42 KB', async () => {
+    const { stdout } = await promisify(execFile)('scripts/node', ['bench/revoked-cost.ts', '--rounds', '50'], { timeout: 60_000 });
+    expect(stdout).toMatch(/^\| revoked \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/m);
+    expect(stdout).toMatch(/^\| unknown \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/m);
+    const wire = /reply on the wire: revoked ~(\d+) bytes, unknown ~(\d+) bytes/.exec(stdout);
+    expect(Number(wire?.[1])).toBeGreaterThan(40_000); // the worst case it exists to show
+    expect(Number(wire?.[2])).toBeLessThan(100);
+  }, 90_000);
 });
