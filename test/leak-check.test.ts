@@ -2,8 +2,8 @@
  * The run-wide leak check of test/global-setup.ts: it finds a process whose working directory or
  * environment points into the run, and nothing else (the machine's own redis-server stays).
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -29,4 +29,22 @@ describe('findLeaks', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('fails a run whose test leaves a process behind, and kills that process', async () => {
+    const run = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const p = execFile('npx', ['vitest', 'run', '--config', 'test/fixtures/leaky.vitest.config.ts'], { timeout: 60_000 }, () => {});
+      let out = '';
+      p.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+      p.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+      p.on('exit', (code) => resolve({ code, out }));
+    });
+    const pid = Number(/LEAKED_PID=(\d+)/.exec(run.out)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    expect(run.out).toMatch(/the tests left 1 process\(es\) running \(now killed\)/);
+    expect(run.out).toContain(`pid ${pid}: sleep 60`);
+    expect(run.code).not.toBe(0);
+    // Gone, or a zombie waiting for init to reap it (this machine's init reaps late).
+    const state = () => (existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] : 'gone');
+    expect(['gone', 'Z']).toContain(state());
+  }, 90_000);
 });
