@@ -56,7 +56,13 @@ export type { Closable } from './lifecycle.ts';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
-export async function startSidecar(config: Config, log: Logger): Promise<Sidecar> {
+/** What a caller other than `serve` may supply: tests use a clock of their own. */
+export interface SidecarDeps {
+  /** The clock expiries and spend-limit blocks are compared with (default `Date.now`). */
+  readonly now?: () => number;
+}
+
+export async function startSidecar(config: Config, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
   const outage = new RedisOutageReporter(config.redisUrl, log);
@@ -70,7 +76,7 @@ export async function startSidecar(config: Config, log: Logger): Promise<Sidecar
   });
   const authorizer = new Authorizer(
     store,
-    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet },
+    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now },
     log,
   );
   authorizer.observe(metrics.observer);

@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { startSidecar, type Sidecar } from '../../src/main.ts';
+import { startSidecar, type Sidecar, type SidecarDeps } from '../../src/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { EnvoyClient, type CheckResponseMsg } from './envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './redis-server.ts';
@@ -26,8 +26,8 @@ const testLogger = (): Logger => createLogger(process.env.KEYGATE_TEST_LOG ?? 's
  * A sidecar on free ports with exactly `settings` over the config defaults, and a gRPC client for
  * it. `log` defaults to silent (`KEYGATE_TEST_LOG=debug` to see the lines).
  */
-export async function startSidecarWith(settings: Settings, log: Logger = testLogger()): Promise<TestSidecar> {
-  const sidecar = await startSidecar(loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0, ...settings }, {}), log);
+export async function startSidecarWith(settings: Settings, log: Logger = testLogger(), deps: SidecarDeps = {}): Promise<TestSidecar> {
+  const sidecar = await startSidecar(loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0, ...settings }, {}), log, deps);
   const client = new EnvoyClient(`127.0.0.1:${sidecar.grpcPort}`);
   return {
     sidecar,
