@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { portFree, redisPidFile, startDev, type DevComponent } from '../src/dev/index.ts';
+import { devComponents, portFree, redisPidFile, startDev, type DevComponent } from '../src/dev/index.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { UPSTREAM_TEXT } from '../src/dev/stub-upstream.ts';
 import { freePort } from './helpers/redis-server.ts';
@@ -254,6 +254,9 @@ describe('keygate dev', () => {
     const dev = await startDev({ dir: tmp(), redisPort: p.redis, grpcPort: p.grpc, httpPort: p.http, adminPort: p.admin, gatewayPort: p.gateway, consolePort: p.console }, createLogger('silent'), [component('a'), component('b')]);
     await dev.stop();
     expect(order).toEqual(['load a', 'load b', 'start a', 'start b', 'stop b', 'stop a']);
+    // Building the console holds the loop too: it starts before the sidecar's heartbeat runs.
+    const names = devComponents().map((c) => c.name);
+    expect(names.indexOf('console')).toBeLessThan(names.indexOf('sidecar'));
   });
 
   it('refuses with one line when a port is taken, and starts nothing', async () => {

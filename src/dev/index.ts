@@ -352,7 +352,9 @@ const gatewayComponent: DevComponent = {
 
 /** The components `keygate dev` starts, in order. */
 export function devComponents(): DevComponent[] {
-  return [redisComponent, sidecarComponent, demoKeyComponent, consoleComponent, upstreamComponent, gatewayComponent];
+  // The console before the sidecar: building it (schemas, OpenAPI document) holds the event loop for
+  // a while, which a running sidecar would spend with its heartbeat overdue.
+  return [redisComponent, demoKeyComponent, consoleComponent, sidecarComponent, upstreamComponent, gatewayComponent];
 }
 
 /** How to use the running system: the key, a curl per entry, the SDK base URLs. */
