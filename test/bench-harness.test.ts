@@ -154,6 +154,12 @@ describe('bench pieces against real processes', () => {
     expect(keygate.memory().rssKiB).toBeGreaterThan(0);
   });
 
+  it('bench/ab.ts runs two trees side by side and prints both rows (here: this tree against itself)', () => {
+    const out = execFileSync('scripts/node', ['bench/ab.ts', '--baseline', '.', '--case', 'malformed', '--shape', '1x2', '--rounds', '1', '--duration', '0.5'], { encoding: 'utf8', timeout: 90_000 });
+    expect(out).toMatch(/^\| this tree \| \d+ \| [\d.]+ \| \d+ \| \d+ \|$/m);
+    expect(out).toMatch(/^\| baseline \| \d+ \| [\d.]+ \| \d+ \| \d+ \|$/m);
+  }, 120_000);
+
   it('h2load drives a target with the framed body and its log is read', async () => {
     try {
       execFileSync('sh', ['-c', 'command -v h2load'], { stdio: 'ignore' });
