@@ -89,6 +89,26 @@ describe('stalled messages (h2)', () => {
     await child?.stop();
   });
 
+  it('are never cut before the receive timeout, wherever they start between two sweeps', async () => {
+    // The sweep runs every quarter of the timeout; streams started across a whole sweep interval
+    // must each get the full timeout from their own start (one was cut at 750-1000 ms).
+    const session = await connect(child.grpcPort);
+    try {
+      const stalled: { started: number; answer: Promise<Answer> }[] = [];
+      for (let i = 0; i < 8; i++) {
+        stalled.push({ started: Date.now(), answer: call(session, checkFrame.subarray(0, 3), false).answer });
+        await sleep(35);
+      }
+      for (const s of stalled) {
+        const a = await s.answer;
+        expect(a.grpcStatus).toBe('4');
+        expect(a.closedAt - s.started).toBeGreaterThanOrEqual(990);
+      }
+    } finally {
+      session.destroy();
+    }
+  });
+
   it('are answered DEADLINE_EXCEEDED and reset after the receive timeout, while other checks succeed', async () => {
     const session = await connect(child.grpcPort);
     try {

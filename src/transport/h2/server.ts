@@ -262,12 +262,16 @@ export class H2GrpcTransport implements Transport {
     }
   }
 
-  /** Answers (DEADLINE_EXCEEDED) and resets every stream whose message did not arrive in time. */
+  /**
+   * Answers (DEADLINE_EXCEEDED) and resets every stream whose message did not arrive in time. A
+   * stream started during tick `start` has had at least `(now - start - 1)` whole sweeps, so it
+   * expires only past `limit + 1` ticks: never before the timeout, at most one sweep after it.
+   */
   #expireStalled(): void {
     const now = ++this.#tick;
     const limit = Math.ceil(this.#opts.receiveTimeoutMs / this.#sweepMs);
     for (const [stream, start] of this.#receiving) {
-      if (now - start < limit) continue;
+      if (now - start <= limit) continue;
       this.#receiving.delete(stream);
       stream.emit('receiveTimeout');
     }
