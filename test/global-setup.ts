@@ -27,15 +27,11 @@ function read(path: string): string {
 
 const parentOf = (pid: number) => Number(/^PPid:\s+(\d+)/m.exec(read(`/proc/${pid}/status`))?.[1] ?? 0);
 
-/** True when `pid` is `self` or one of its descendants (vitest's own helpers, e.g. its watchdog). */
-function ownedBySelf(pid: number, self: number): boolean {
-  for (let p = pid, hops = 0; p > 1 && hops < 64; p = parentOf(p), hops++) if (p === self) return true;
-  return false;
-}
-
 /**
  * Processes that point into `runDir` or carry `marker`, other than `self`, its ancestors and its
- * live children (a leaked test process has lost its worker parent and been re-parented).
+ * direct children (vitest's own workers and helpers). A process a test started is a grandchild
+ * while its worker lives and an orphan after: flagged either way — a fork worker can still be
+ * exiting when the teardown scans, and what it started must not hide behind it.
  */
 export function findLeaks(runDir: string, marker: string, self = process.pid): Leak[] {
   const exclude = new Set<number>();
@@ -44,7 +40,7 @@ export function findLeaks(runDir: string, marker: string, self = process.pid): L
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const pid = Number(name);
-    if (exclude.has(pid) || ownedBySelf(pid, self)) continue;
+    if (exclude.has(pid) || parentOf(pid) === self) continue;
     const state = /^State:\s+(\S)/m.exec(read(`/proc/${pid}/status`))?.[1];
     if (state === undefined || state === 'Z') continue; // gone, or exited and awaiting its parent
     let cwd = '';

@@ -30,6 +30,28 @@ describe('findLeaks', () => {
     }
   });
 
+  it('flags a process a live worker started (a worker still exiting at teardown hides nothing)', async () => {
+    // Vitest's fork workers are this process's children and may still be alive when the teardown
+    // scans; what a test started from one is a grandchild, and a leak all the same.
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-leak-'));
+    const worker = spawn('sh', ['-c', 'cd "$1" && sleep 30 & wait', 'sh', dir], { cwd: '/', stdio: 'ignore', env: { PATH: process.env.PATH } });
+    try {
+      let pids: number[] = [];
+      for (let i = 0; i < 50 && pids.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        pids = findLeaks(dir, 'KEYGATE_TEST_RUN=probe-id').map((l) => l.pid);
+      }
+      expect(pids).toHaveLength(1);
+      expect(pids).not.toContain(worker.pid);
+      expect(readFileSync(`/proc/${pids[0]}/cmdline`, 'latin1')).toContain('sleep');
+    } finally {
+      spawn('pkill', ['-KILL', '-P', String(worker.pid)]);
+      worker.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 100));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('fails a run whose test leaves a process behind, and kills that process', async () => {
     const run = await new Promise<{ code: number | null; out: string }>((resolve) => {
       const p = execFile('npx', ['vitest', 'run', '--config', 'test/fixtures/leaky.vitest.config.ts'], { timeout: 60_000 }, () => {});
