@@ -4,7 +4,8 @@
  */
 import { z } from 'zod';
 import { FAMILIES, type PrefixRule } from './core/family.ts';
-import { compileModelEndpoints, type EndpointTable } from './core/model/index.ts';
+import { compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './core/model/index.ts';
+import type { Family } from './core/family.ts';
 import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './keys/format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
 import { parseRedisUrl } from './redis-url.ts';
@@ -59,6 +60,15 @@ const modelEndpoints = z.string().transform((s, ctx): EndpointTable => {
   }
 });
 
+const bareProviders = z.string().transform((s, ctx): ReadonlyMap<Family, string> => {
+  try {
+    return parseBareProviders(s);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
 export const configSchema = z.object({
   redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
   listenHost: z.string().min(1).default('127.0.0.1'),
@@ -73,12 +83,19 @@ export const configSchema = z.object({
   stripKeyHeaders: bool.default(true),
   pathPrefixes: prefixTable.default([]),
   modelEndpoints: modelEndpoints.default([]),
+  /** What a bare model name means per entry family (off by default); carried on `modelEndpoints` to the model reader. */
+  bareModelProviders: bareProviders.default(new Map()),
   errorDomain: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/).default('keygate'),
   redisTimeoutMs: z.coerce.number().int().min(10).max(60_000).default(250),
   cacheMaxEntries: z.coerce.number().int().min(0).max(50_000_000).default(200_000),
   serveCachedDuringOutage: bool.default(false),
   requireWallet: bool.default(false),
   countUsage: bool.default(true),
+  meter: bool.default(true),
+  meterForceUsage: bool.default(true),
+  meterMaxStreams: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  meterMaxStreamMs: z.coerce.number().int().min(1000).max(24 * 3600_000).default(15 * 60_000),
+  meterFlushMs: z.coerce.number().int().min(10).max(1000).default(250),
   storeMaxInflight: z.coerce.number().int().min(1).max(100_000).default(256),
   stalenessBoundMs: z.coerce.number().int().min(30).max(60_000).default(250),
   grpcTransport: z.enum(['h2', 'grpc-js']).default('h2'),
@@ -90,6 +107,14 @@ export const configSchema = z.object({
   drainDelayMs: z.coerce.number().int().min(0).max(600_000).default(5_000),
   shutdownTimeoutMs: z.coerce.number().int().min(100).max(600_000).default(20_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  metricsAccountLabels: bool.default(false),
+  metricsMaxAccounts: z.coerce.number().int().min(1).max(100_000).default(1000),
+  otlpEndpoint: z.union([z.literal(''), z.url({ protocol: /^https?$/ }).max(2048)]).default(''),
+  otlpTraces: z.enum(['otlp', 'none']).default('otlp'),
+  otlpMetrics: z.enum(['otlp', 'none']).default('otlp'),
+  otlpServiceName: z.string().min(1).max(256).default('keygate'),
+  otlpMetricsIntervalMs: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  traceUnparentedRatio: z.coerce.number().min(0).max(1).default(0),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -110,12 +135,18 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   stripKeyHeaders: 'KEYGATE_STRIP_KEY_HEADERS',
   pathPrefixes: 'KEYGATE_PATH_PREFIXES',
   modelEndpoints: 'KEYGATE_MODEL_ENDPOINTS',
+  bareModelProviders: 'KEYGATE_BARE_MODEL_PROVIDER',
   errorDomain: 'KEYGATE_ERROR_DOMAIN',
   redisTimeoutMs: 'KEYGATE_REDIS_TIMEOUT_MS',
   cacheMaxEntries: 'KEYGATE_CACHE_MAX_ENTRIES',
   serveCachedDuringOutage: 'KEYGATE_SERVE_CACHED_DURING_OUTAGE',
   requireWallet: 'KEYGATE_REQUIRE_WALLET',
   countUsage: 'KEYGATE_COUNT_USAGE',
+  meter: 'KEYGATE_METER',
+  meterForceUsage: 'KEYGATE_METER_FORCE_USAGE',
+  meterMaxStreams: 'KEYGATE_METER_MAX_STREAMS',
+  meterMaxStreamMs: 'KEYGATE_METER_MAX_STREAM_MS',
+  meterFlushMs: 'KEYGATE_METER_FLUSH_MS',
   storeMaxInflight: 'KEYGATE_STORE_MAX_INFLIGHT',
   stalenessBoundMs: 'KEYGATE_STALENESS_BOUND_MS',
   grpcTransport: 'KEYGATE_GRPC_TRANSPORT',
@@ -127,6 +158,14 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   drainDelayMs: 'KEYGATE_DRAIN_DELAY_MS',
   shutdownTimeoutMs: 'KEYGATE_SHUTDOWN_TIMEOUT_MS',
   logLevel: 'KEYGATE_LOG_LEVEL',
+  metricsAccountLabels: 'KEYGATE_METRICS_ACCOUNT_LABELS',
+  metricsMaxAccounts: 'KEYGATE_METRICS_MAX_ACCOUNTS',
+  otlpEndpoint: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+  otlpTraces: 'OTEL_TRACES_EXPORTER',
+  otlpMetrics: 'OTEL_METRICS_EXPORTER',
+  otlpServiceName: 'OTEL_SERVICE_NAME',
+  otlpMetricsIntervalMs: 'OTEL_METRIC_EXPORT_INTERVAL',
+  traceUnparentedRatio: 'KEYGATE_TRACE_UNPARENTED_RATIO',
 };
 
 /** Flags over environment for `keys`, validated by `schema`; throws ConfigError with one line. */
@@ -150,12 +189,20 @@ function parseSettings<T>(keys: readonly (keyof Config)[], schema: z.ZodType<T>,
 
 /** The settings the console commands read; the sidecar's other settings never stop them. */
 export const CONSOLE_SETTINGS = ['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet'] as const;
-const consoleSchema = configSchema.pick({ redisUrl: true, redisNamespace: true, keyPrefix: true, requireWallet: true });
-export type ConsoleConfig = z.infer<typeof consoleSchema>;
+export type ConsoleConfig = Pick<Config, (typeof CONSOLE_SETTINGS)[number]>;
 
 /** The console's settings only (Redis URL, namespace, key prefix, wallets required): flags over environment. */
 export function loadConsoleConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): ConsoleConfig {
-  return parseSettings(CONSOLE_SETTINGS, consoleSchema, flags, env);
+  return loadSettings(CONSOLE_SETTINGS, flags, env);
+}
+
+/**
+ * Only the settings named (flags over environment): a process that uses a few of the sidecar's
+ * settings is never stopped by a bad value of another.
+ */
+export function loadSettings<K extends keyof Config>(keys: readonly K[], flags: Raw = {}, env: NodeJS.ProcessEnv = process.env): Pick<Config, K> {
+  const mask = Object.fromEntries(keys.map((k) => [k, true])) as Partial<Record<keyof Config, true>>;
+  return parseSettings(keys, configSchema.pick(mask) as unknown as z.ZodType<Pick<Config, K>>, flags, env);
 }
 
 /** Every setting's default, for `serve --help`. */
@@ -178,5 +225,5 @@ export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env
     throw new ConfigError('invalid setting KEYGATE_GRPC_MAX_BUFFERED_BYTES: must be at least KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES');
   }
   if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
-  return c;
+  return { ...c, modelEndpoints: withBareProviders(c.modelEndpoints, c.bareModelProviders) };
 }

@@ -8,26 +8,38 @@ import { AdminServer } from './admin/server.ts';
 import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
 import { closeAll, shutdownSequence } from './lifecycle.ts';
+import { decisionPhases } from './pipeline/index.ts';
 import { schema } from './schema/redis-schema.ts';
-import { createKeyStore, type CachedKeyStore } from './store/index.ts';
-import { connectRedis } from './store/redis.ts';
+import { createKeyStore, type CachedRecordSource } from './store/index.ts';
+import { rateKeys } from './schema/rates.ts';
+import { RateLimiter } from './store/rate-limiter.ts';
+import { connectRedis, type RedisClient } from './store/redis.ts';
+import { TokenRateViews } from './store/token-rate-views.ts';
 import { RedisOutageReporter } from './store/redis-outage.ts';
+import { redisUsageWrite, UsageCounter } from './store/usage-counter.ts';
+import { createMeter } from './metering/wiring.ts';
+import type { Meter } from './metering/meter.ts';
 import { DecisionLog } from './telemetry/decision-log.ts';
-import { UsageCounter } from './telemetry/usage-counter.ts';
+import { GatewayProblemLog } from './telemetry/gateway-problem.ts';
+import { AccountMetrics } from './telemetry/account-metrics.ts';
+import { MeteredHub } from './telemetry/metered.ts';
 import { Metrics } from './telemetry/metrics.ts';
+import type { Otel } from './telemetry/otel.ts';
 import type { GrpcServerOptions } from './transport/envoy/grpc.ts';
 import { H2GrpcTransport } from './transport/h2/server.ts';
 import { HttpTransport } from './transport/http/server.ts';
 import { responseOptions } from './transport/response-options.ts';
 import type { Transport } from './transport/transport.ts';
+import type { ServiceMethod } from './transport/service.ts';
+import { ExtProcMethod } from './transport/envoy/services/ext-proc.ts';
 
 /**
  * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback,
  * loaded only when chosen); both serve the same services with the same wire behaviour.
  */
-const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (a: Authorizer, o: GrpcServerOptions, l: Logger) => Promise<Transport>> = {
-  h2: async (a, o, l) => new H2GrpcTransport(a, o, l),
-  'grpc-js': async (a, o, l) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(a, o, l),
+const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (a: Authorizer, o: GrpcServerOptions, l: Logger, m: readonly ServiceMethod[]) => Promise<Transport>> = {
+  h2: async (a, o, l, m) => new H2GrpcTransport(a, o, l, m),
+  'grpc-js': async (a, o, l, m) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(a, o, l, m),
 };
 
 export interface Sidecar {
@@ -37,9 +49,16 @@ export interface Sidecar {
   readonly authorizer: Authorizer;
   readonly metrics: Metrics;
   /** The cached store: `stats()` (hits, misses, invalidations, flushes, …), `ready()`. */
-  readonly store: CachedKeyStore;
+  readonly store: CachedRecordSource;
   /** Per-key request counts flushed once a second (null when `KEYGATE_COUNT_USAGE=false`). */
   readonly usage: UsageCounter | null;
+  /**
+   * Where the metering service reports each booked response (`booked(response)`): per-account
+   * metrics and OpenTelemetry subscribe to it when they are on.
+   */
+  readonly metered: MeteredHub;
+  /** The metering runtime (ext_proc streams, the booker); null when `KEYGATE_METER=false`. */
+  readonly meter: Meter | null;
   /** Ready as `/readyz` reports it: store reachable and not draining. */
   ready(): boolean;
   /**
@@ -66,27 +85,48 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
   const outage = new RedisOutageReporter(config.redisUrl, log);
+  let storeRedis: RedisClient | null = null;
   const store = createKeyStore(config, s, log, (client, connection) => {
     metrics.watchRedis(client, connection);
-    if (connection === 'commands') outage.attach(client);
+    if (connection === 'commands') {
+      outage.attach(client);
+      storeRedis = client;
+    }
   });
+  // Rate limits on the store's connection (docs/rate-limits.md); a key and an account without rates
+  // never reach them.
+  const limiter = new RateLimiter(storeRedis!, { now: deps.now });
+  const tokenViews = new TokenRateViews(storeRedis!, { now: deps.now });
   metrics.addStoreStats(() => {
     const st = store.stats();
     return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
   });
   const authorizer = new Authorizer(
     store,
-    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now },
+    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now,
+      phases: decisionPhases({ rates: { limiter, tokenViews, keys: rateKeys(s) } }) },
     log,
   );
   authorizer.observe(metrics.observer);
+  const metered = new MeteredHub();
+  // Optional observers are installed only when switched on: off, the decision path never sees them.
+  if (config.metricsAccountLabels) {
+    const accounts = new AccountMetrics(metrics.registry, config.metricsMaxAccounts);
+    authorizer.observe(accounts.decisionObserver);
+    metered.observe(accounts.meteredObserver);
+  }
+  const otel = await startOtelIfConfigured(config, log);
+  if (otel?.decisionObserver) authorizer.observe(otel.decisionObserver);
+  if (otel) metered.observe(otel.meteredObserver);
+  const problems = new GatewayProblemLog(log);
+  authorizer.onGatewayProblem((problem, where) => problems.note(problem, where));
   const decisions = new DecisionLog(log);
   // Its own connection: a flush's pipeline never queues in front of a cold key's lookup.
   const usageRedis = config.countUsage
     ? connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-usage' })
     : null;
   usageRedis?.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'usage counter connection error'));
-  const usage = usageRedis ? new UsageCounter(usageRedis, s, log) : null;
+  const usage = usageRedis ? new UsageCounter(redisUsageWrite(usageRedis, s), log) : null;
   if (usage) {
     metrics.watchRedis(usageRedis!, 'usage');
     metrics.addStoreStats(() => ({ usageDropped: usage.dropped, usageFlushFailures: usage.failedFlushes, usagePendingKeys: usage.pendingKeys }));
@@ -95,14 +135,19 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
       if (d.allow) usage.count(d.keyId, d.accountId);
     });
   }
+  const meter = config.meter ? createMeter(config, s, store, metrics, log, metered) : null;
   const closeStore = async () => {
+    // Open streams are booked from what they saw, then the booker drains (bounded).
+    if (meter) await meter.close(Date.now() + Math.min(5000, config.shutdownTimeoutMs));
     decisions.close();
     if (usage) {
       await usage.close();
       usageRedis!.disconnect();
     }
     outage.close();
+    await limiter.close();
     await store.close();
+    await otel?.shutdown();
   };
   authorizer.observe(decisions.observer);
 
@@ -137,6 +182,8 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
           maxConnectionBufferedBytes: config.grpcMaxConnectionBufferedBytes,
         },
         log,
+        // ext_proc Process beside Check when metering is on
+        meter ? [new ExtProcMethod(meter)] : [],
       ),
     );
     const httpPort = await start(
@@ -170,6 +217,8 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
       metrics,
       store,
       usage,
+      metered,
+      meter,
       ready,
       shutdown: () => stop(config.drainDelayMs),
       close: () => stop(0),
@@ -179,4 +228,27 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
     await closeStore();
     throw err;
   }
+}
+
+/**
+ * OpenTelemetry export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set and a signal is not `none`; its
+ * module (and the SDK) is loaded only then.
+ */
+async function startOtelIfConfigured(config: Config, log: Logger): Promise<Otel | null> {
+  const traces = config.otlpTraces === 'otlp';
+  const metrics = config.otlpMetrics === 'otlp';
+  if (config.otlpEndpoint === '' || (!traces && !metrics)) return null;
+  const { startOtel } = await import('./telemetry/otel.ts');
+  return startOtel(
+    {
+      endpoint: config.otlpEndpoint,
+      traces,
+      metrics,
+      serviceName: config.otlpServiceName,
+      version,
+      unparentedRatio: config.traceUnparentedRatio,
+      metricsIntervalMs: config.otlpMetricsIntervalMs,
+    },
+    log,
+  );
 }

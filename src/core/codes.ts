@@ -8,6 +8,7 @@ export const DENY_STATUS = {
   INSUFFICIENT_BALANCE: 402,
   KEY_LIMIT_EXCEEDED: 402,
   MODEL_NOT_ALLOWED: 403,
+  RATE_LIMITED: 429,
   AUTH_UNAVAILABLE: 503,
 } as const;
 
@@ -30,6 +31,8 @@ export const DENY_MESSAGE: Record<DenyCode, string> = {
     'This API key has reached its spend limit for the current period. Wait for the period to reset, or raise the key\'s limit in the console.',
   MODEL_NOT_ALLOWED:
     'This API key is not allowed to use the requested model. Use a model the key allows, or change the key\'s allowed models in the console.',
+  RATE_LIMITED:
+    'A rate of this API key or of its account is used up for the current window. Retry after the time in the retry-after header, or ask for a higher rate in the console.',
   AUTH_UNAVAILABLE:
     'The gateway could not verify the API key because its key store is unavailable. Retry the request shortly.',
 };

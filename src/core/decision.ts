@@ -1,11 +1,12 @@
 /**
- * The decision core: pure phase functions, each returning a deny or null. They are composed in the
- * decision order (README "What it does") in one place only, the authorizer (`src/authorizer.ts`), around its store lookups.
+ * The decision core: pure rule functions, each returning a deny or null. The decision phases
+ * (`src/pipeline/phases/`) apply them in the decision order (README "What it does").
  */
 import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
 import type { Family } from './family.ts';
 import { modelAllowed, qualifyModel, type ModelRead } from './model/index.ts';
+import type { Rate } from '../schema/rates.ts';
 import type { KeyGrant, ParsedKey } from '../schema/redis-schema.ts';
 
 export interface Allow {
@@ -14,6 +15,19 @@ export interface Allow {
   readonly accountId: string;
   /** The resolved model (provider-qualified, lower-case, as matched) when it was read (restricted keys), else null. */
   readonly model: string | null;
+  /**
+   * A key or account with rates: the `x-ratelimit-*` headers for the client and the request rate for
+   * the metadata (`total_limit`); they change with every request. null (no rates): the allow is the
+   * same for every request of the key.
+   */
+  readonly rate?: AllowRate | null;
+}
+
+/** What an allow of a rate-limited key adds to its answer (docs/rate-limits.md). */
+export interface AllowRate {
+  readonly headers: ReadonlyArray<readonly [string, string]>;
+  /** The request rate for `total_limit` in the dynamic metadata (the key's, else the account's), or null. */
+  readonly limit: Rate | null;
 }
 
 export interface Deny {
@@ -28,6 +42,8 @@ export interface Deny {
   readonly message?: string;
   /** A gateway configuration problem behind this deny, for the operator's log (rate-limited). */
   readonly gatewayProblem?: string;
+  /** A rate refusal (429): the wait in ms until a window admits the request (`retry-after`, `retry-after-ms`). */
+  readonly retryAfterMs?: number;
 }
 
 export type Decision = Allow | Deny;
@@ -60,12 +76,15 @@ export function credentialDeny(cred: Credential, wellFormed: boolean): Deny | nu
   }
 }
 
-/** Rows 3-4 (store part): unknown, revoked or corrupt → invalid; expiry instant inclusive. */
-export function keyDeny(parsed: ParsedKey, nowMs: number): Deny | null {
-  if (parsed.kind !== 'grant') return deny('INVALID_API_KEY');
-  const { expiresAt, id } = parsed.grant;
-  if (expiresAt !== null && nowMs >= expiresAt) return deny('API_KEY_EXPIRED', undefined, id);
-  return null;
+/** Row 3 (store part): unknown, revoked or corrupt → invalid. */
+export function keyRecordDeny(parsed: ParsedKey): Deny | null {
+  return parsed.kind === 'grant' ? null : deny('INVALID_API_KEY');
+}
+
+/** Row 4: the expiry instant is inclusive. */
+export function expiryDeny(grant: KeyGrant, nowMs: number): Deny | null {
+  const { expiresAt, id } = grant;
+  return expiresAt !== null && nowMs >= expiresAt ? deny('API_KEY_EXPIRED', undefined, id) : null;
 }
 
 /** Row 5. A corrupt account record is a store fault: fail closed with 503. */
@@ -81,23 +100,35 @@ function quoteModel(model: string): string {
   return JSON.stringify(shown);
 }
 
-/** Row 8. Only a restricted key needs the model; it passes only when the model is provably allowed. */
-export function modelDeny(grant: KeyGrant, read: () => ModelRead, family: Family): Deny | { model: string | null } {
-  if (grant.models === null) return { model: null };
-  const r = read();
+/** Row 8, for a restricted key (`grant.models` not null): it passes only when the model read is provably allowed. */
+export function modelDeny(keyId: string, models: readonly string[], r: ModelRead, family: Family): Deny | { model: string } {
   if (r.kind === 'uncertain') {
     const g = r.gatewayCannotCheck;
     if (g !== undefined) {
-      return { allow: false, code: 'MODEL_NOT_ALLOWED', status: DENY_STATUS.MODEL_NOT_ALLOWED, keyId: grant.id, message: g.message, gatewayProblem: g.log };
+      return { allow: false, code: 'MODEL_NOT_ALLOWED', status: DENY_STATUS.MODEL_NOT_ALLOWED, keyId, message: g.message, gatewayProblem: g.log };
     }
-    return deny('MODEL_NOT_ALLOWED', `This key is limited to certain models and ${r.reason}.`, grant.id);
+    return deny('MODEL_NOT_ALLOWED', `This key is limited to certain models and ${r.reason}.`, keyId);
   }
-  if (!modelAllowed(grant.models, r.model, family)) {
-    return deny('MODEL_NOT_ALLOWED', `The model ${quoteModel(r.model)} is not among this key's allowed models.`, grant.id);
-  }
-  return { model: qualifyModel(r.model, family) };
+  if (modelAllowed(models, r.model, family)) return { model: qualifyModel(r.model, family) };
+  if (r.alias !== undefined && modelAllowed(models, r.alias, family)) return { model: r.alias.toLowerCase() };
+  // The whole message: what was asked, what the key accepts, what to do (the generic text would repeat the first part).
+  return { allow: false, code: 'MODEL_NOT_ALLOWED', status: DENY_STATUS.MODEL_NOT_ALLOWED, keyId, message: modelNotAllowedMessage(models, r.model) };
 }
 
-export function allow(grant: KeyGrant, model: string | null): Allow {
-  return { allow: true, keyId: grant.id, accountId: grant.account, model };
+const MAX_LISTED_MODELS = 10;
+
+/** Which names the key accepts, and for a bare name that the key lists with a provider, the name to send. */
+function modelNotAllowedMessage(models: readonly string[], model: string): string {
+  const listed = models.slice(0, MAX_LISTED_MODELS).map((m) => quoteModel(m)).join(', ');
+  const more = models.length > MAX_LISTED_MODELS ? ` and ${models.length - MAX_LISTED_MODELS} more` : '';
+  let msg = `The model ${quoteModel(model)} is not among this key's allowed models; it accepts ${listed}${more}.`;
+  const lower = model.toLowerCase();
+  const qualified = lower.includes('/') ? undefined : models.find((m) => m.toLowerCase().endsWith(`/${lower}`));
+  if (qualified !== undefined) msg += ` A name without a provider is not read as ${quoteModel(qualified)} here: send ${quoteModel(qualified)}.`;
+  return `${msg} To use another model, change the key's allowed models in the console.`;
+}
+
+export function allow(grant: KeyGrant, model: string | null, rate: AllowRate | null = null): Allow {
+  if (rate === null) return { allow: true, keyId: grant.id, accountId: grant.account, model };
+  return { allow: true, keyId: grant.id, accountId: grant.account, model, rate };
 }

@@ -6,6 +6,7 @@
 import { DENY_MESSAGE } from './codes.ts';
 import type { Deny } from './decision.ts';
 import type { Family } from './family.ts';
+import { retryHeaders } from './rate.ts';
 
 export interface DenyResponse {
   readonly status: number;
@@ -18,6 +19,7 @@ const OPENAI_TYPE: Record<number, string> = {
   401: 'authentication_error',
   402: 'insufficient_quota',
   403: 'permission_error',
+  429: 'rate_limit_error',
   503: 'server_error',
 };
 const ANTHROPIC_TYPE: Record<number, string> = {
@@ -25,6 +27,7 @@ const ANTHROPIC_TYPE: Record<number, string> = {
   401: 'authentication_error',
   402: 'billing_error',
   403: 'permission_error',
+  429: 'rate_limit_error',
   503: 'api_error',
 };
 const GOOGLE_STATUS: Record<number, string> = {
@@ -32,6 +35,7 @@ const GOOGLE_STATUS: Record<number, string> = {
   401: 'UNAUTHENTICATED',
   402: 'FAILED_PRECONDITION',
   403: 'PERMISSION_DENIED',
+  429: 'RESOURCE_EXHAUSTED',
   503: 'UNAVAILABLE',
 };
 
@@ -71,7 +75,11 @@ export function denyResponse(family: Family, d: Deny, requestId: string, opts: D
     ['x-request-id', requestId],
   ];
   if (family === 'anthropic') headers.push(['request-id', requestId]);
-  if (d.status < 500) headers.push(['x-should-retry', 'false']);
+  if (d.retryAfterMs !== undefined) {
+    // A rate refusal (429): the wait to the window that admits the request, and no
+    // `x-should-retry: false`, so the SDKs wait and retry.
+    headers.push(...retryHeaders(d.retryAfterMs, 0));
+  } else if (d.status < 500) headers.push(['x-should-retry', 'false']);
   else headers.push(['retry-after', '1']);
   return { status: d.status, headers, body: denyBody(family, d, requestId, opts) };
 }

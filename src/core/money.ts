@@ -4,16 +4,26 @@
  * key crosses its threshold, so a cached gate stays valid while usage is recorded; a limit's block
  * carries the end of its period and lifts by itself at that instant, with no write at midnight.
  */
-import { keyLimitReached, type Gate } from '../schema/money.ts';
+import { keyLimitReached, NO_GATE, type Gate } from '../schema/money.ts';
 import { deny, type Deny } from './decision.ts';
 
 /**
- * `requireWallet`: an account without a wallet (never credited) is treated as an empty one
+ * Row 6. `requireWallet`: an account without a wallet (never credited) is treated as an empty one
  * (`KEYGATE_REQUIRE_WALLET`); otherwise it is not metered. A corrupt gate is a store fault: 503.
  */
-export function moneyDeny(gate: Gate | 'corrupt', keyId: string, nowMs: number, requireWallet: boolean): Deny | null {
+export function walletDeny(gate: Gate | 'corrupt', keyId: string, requireWallet: boolean): Deny | null {
+  if (gate === NO_GATE && !requireWallet) return null;
   if (gate === 'corrupt') return deny('AUTH_UNAVAILABLE', undefined, keyId);
   if (gate.wallet === 'empty' || (gate.wallet === 'none' && requireWallet)) return deny('INSUFFICIENT_BALANCE', undefined, keyId);
-  if (keyLimitReached(gate, keyId, nowMs)) return deny('KEY_LIMIT_EXCEEDED', undefined, keyId);
   return null;
+}
+
+/** Row 7: the key is over its spend limit until the end of the period it was reached in (a gate the wallet rule let pass). */
+export function spendLimitDeny(gate: Gate, keyId: string, nowMs: number): Deny | null {
+  return gate.limits !== null && keyLimitReached(gate, keyId, nowMs) ? deny('KEY_LIMIT_EXCEEDED', undefined, keyId) : null;
+}
+
+/** Rows 6 and 7 in order. */
+export function moneyDeny(gate: Gate | 'corrupt', keyId: string, nowMs: number, requireWallet: boolean): Deny | null {
+  return walletDeny(gate, keyId, requireWallet) ?? (gate === 'corrupt' ? null : spendLimitDeny(gate, keyId, nowMs));
 }

@@ -10,6 +10,13 @@
  * so it never invalidates a sidecar's cache.
  */
 import { LUA_PERIODS } from './money.ts';
+import { LUA_TOKEN_RATES } from './rate-scripts.ts';
+import { rateKeys } from './rates.ts';
+import { KEY_DAYS_KEPT, type Schema } from './redis-schema.ts';
+import { eventsSchema } from './events.ts';
+// ── events (src/events/lua.ts) ── optional extra KEYS: the account's event stream and alerts hash
+import { ALERT_CHECKS } from '../events/lua.ts';
+// ── end events ──
 
 const NOW = `
 local t = redis.call('TIME')
@@ -75,10 +82,11 @@ end
 `;
 
 /**
- * Credit. KEYS: wallet, credits, gate. ARGV: amount (micros), reference, max balance.
+ * Credit. KEYS: wallet, credits, gate[, event stream, alerts]. ARGV: amount (micros), reference, max balance[, account].
+ * With the two event KEYS: wallet.credited, and the wallet alerts re-armed (src/events/lua.ts).
  * → {'OK', balance} | {'DUP', balance, first credit "amount:time"} | {'OVERFLOW', balance}
  */
-export const CREDIT = `${NOW}${WALLET_GATE}
+export const CREDIT = `${NOW}${LUA_PERIODS}${WALLET_GATE}${ALERT_CHECKS}
 local prev = redis.call('HGET', KEYS[2], ARGV[2])
 if prev then return {'DUP', redis.call('HGET', KEYS[1], 'balance') or '0', prev} end
 local bal = tonumber(redis.call('HGET', KEYS[1], 'balance') or '0')
@@ -88,18 +96,83 @@ redis.call('HSETNX', KEYS[1], 'created_at', now_s)
 redis.call('HSET', KEYS[1], 'updated_at', now_s)
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[1] .. ':' .. now_s)
 set_wallet_gate(KEYS[3], new)
+-- events
+if #KEYS >= 5 then
+  emit_event(KEYS[4], ARGV[4], 'wallet.credited', '{"amount_micros":' .. ARGV[1] .. ',"reference":' .. json_str(ARGV[2]) .. ',"balance_micros":' .. fmt(new) .. '}')
+  wallet_alerts(KEYS[4], KEYS[5], ARGV[4], new)
+end
+-- end events
 return {'OK', fmt(new)}`;
 
 /**
- * Usage record. KEYS: usagereq, wallet, spend, gate, usage log.
- * ARGV: key id, amount, request id, idempotency seconds, log max length, min balance, model, input tokens, output tokens.
- * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id}
- *   | {'DUP', "keyId:amount" of the first record} | {'FLOOR', balance}
+ * `roll_tokens(hash, input, output)`: adds to a token counter record (today and this month, UTC),
+ * restarting a period's counts when a new one began. Fields: `day_start`, `day_in`, `day_out`,
+ * `month_start`, `month_in`, `month_out` (TokenCounterField).
  */
-export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}
+const ROLL_TOKENS = `
+local function roll_tokens(hash, tin, tout)
+  for _, period in ipairs({'day', 'month'}) do
+    local s = period_bounds(period, now)
+    local start = redis.call('HGET', hash, period .. '_start')
+    if start and tonumber(start) == s then
+      if tin > 0 then redis.call('HINCRBY', hash, period .. '_in', tin) end
+      if tout > 0 then redis.call('HINCRBY', hash, period .. '_out', tout) end
+    else
+      redis.call('HSET', hash, period .. '_start', fmt(s), period .. '_in', fmt(tin), period .. '_out', fmt(tout))
+    end
+  end
+end
+`;
+
+/** The number of KEYS of RECORD_USAGE. */
+export const RECORD_USAGE_KEYS = 12;
+
+/** The KEYS of RECORD_USAGE for one booking, in order. */
+export function usageRecordKeys(s: Schema, account: string, keyId: string, requestId: string): string[] {
+  const rk = rateKeys(s);
+  const ev = eventsSchema(s.ns);
+  return [
+    s.usageRequest(account, requestId),
+    s.wallet(account),
+    s.keySpend(account, keyId),
+    s.gate(account),
+    s.usageLog(account),
+    ev.stream(account),
+    ev.alerts(account),
+    s.tokens(account, keyId),
+    s.tokens(account),
+    rk.tokens(account, keyId),
+    rk.tokens(account),
+    s.keyDays(account, keyId), // key days: the last KEYS entry
+  ];
+}
+
+/**
+ * Usage record, shared by `POST /v1/usage` (source `record`) and the sidecar's metering (source
+ * `meter`). KEYS (all in the account's slot):
+ *   1 usagereq:{acct}:{reqId}, 2 wallet:{acct}, 3 spend:{acct}:{keyId}, 4 gate:{acct},
+ *   5 usage:{acct} (log), 6 the account's event stream, 7 its alerts hash (src/schema/events.ts),
+ *   8 tokens:{acct}:{keyId}, 9 tokens:{acct}, 10 tokrate:{acct}:{keyId}, 11 tokrate:{acct}.
+ * ARGV: 1 key id, 2 amount (micros, ≥ 0), 3 request id, 4 idempotency seconds, 5 log max length,
+ *   6 min balance (and the key's largest total spend), 7 model ('' = none), 8 input tokens ('' =
+ *   not given), 9 output tokens, 10 account (events), 11 cached input tokens, 12 cache write
+ *   tokens, 13 reasoning tokens, 14 source (`meter` | `record`; '' = record), 15 estimated ('1' |
+ *   ''), 16 unpriced ('1' | '').
+ * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/events/lua.ts).
+ * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
+ * or output count is given (tokens = input + output).
+ * KEYS 12 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
+ * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
+ * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id}
+ *   | {'DUP', "keyId:amount" of the first record} | {'FLOOR', balance} | {'TOTAL', the key's total spend}
+ * The key's total spend (and so every period's) stays at most ARGV[6], like the balance: exact in Lua.
+ */
+export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}${ALERT_CHECKS}${ROLL_TOKENS}${LUA_TOKEN_RATES}
 local first = redis.call('GET', KEYS[1])
 if first then return {'DUP', first} end
 local amount = tonumber(ARGV[2])
+local total = tonumber(redis.call('HGET', KEYS[3], 'total') or '0')
+if total + amount > tonumber(ARGV[6]) then return {'TOTAL', fmt(total)} end
 local has_wallet = redis.call('HEXISTS', KEYS[2], 'balance') == 1
 if has_wallet then
   local bal = tonumber(redis.call('HGET', KEYS[2], 'balance'))
@@ -118,12 +191,67 @@ roll(KEYS[3], 'week', ARGV[2])
 roll(KEYS[3], 'month', ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'total', ARGV[2])
 local spent = sync_limit(KEYS[3], KEYS[4], ARGV[1])
+-- events
+if #KEYS >= 7 then
+  if has_wallet then wallet_alerts(KEYS[6], KEYS[7], ARGV[10], tonumber(balance)) end
+  limit_alerts(KEYS[6], KEYS[7], ARGV[10], KEYS[3], ARGV[1])
+end
+-- end events
+if ARGV[8] ~= '' or ARGV[9] ~= '' then
+  local tin = tonumber(ARGV[8] ~= '' and ARGV[8] or '0')
+  local tout = tonumber(ARGV[9] ~= '' and ARGV[9] or '0')
+  roll_tokens(KEYS[8], tin, tout)
+  roll_tokens(KEYS[9], tin, tout)
+  book_tokens(KEYS[10], KEYS[11], KEYS[4], ARGV[1], tin + tout)
+end
+-- ── key days (docs/redis-schema.md, "A key's daily usage"): the last KEYS entry, when it is the key's keydays hash ──
+do
+  local kd = KEYS[#KEYS]
+  if string.find(kd, ':keydays:', 1, true) then
+    local day = fmt(math.floor(now / 86400000))
+    local cur = redis.call('HGET', kd, day)
+    local a, n, ti, to = 0, 0, 0, 0
+    if cur then
+      local p1, p2, p3, p4 = string.match(cur, '^(%d+) (%d+) (%d+) (%d+)$')
+      if p1 then a, n, ti, to = tonumber(p1), tonumber(p2), tonumber(p3), tonumber(p4) end
+    else
+      for _, d in ipairs(redis.call('HKEYS', kd)) do
+        if tonumber(d) == nil or tonumber(d) <= tonumber(day) - ${KEY_DAYS_KEPT} then redis.call('HDEL', kd, d) end
+      end
+    end
+    a = a + amount
+    n = n + 1
+    -- token sums saturate at 2^53 - 1 (the amount cannot pass it: the key's total is capped above)
+    if ARGV[8] ~= '' then ti = math.min(ti + tonumber(ARGV[8]), 9007199254740991) end
+    if ARGV[9] ~= '' then to = math.min(to + tonumber(ARGV[9]), 9007199254740991) end
+    redis.call('HSET', kd, day, fmt(a) .. ' ' .. fmt(n) .. ' ' .. fmt(ti) .. ' ' .. fmt(to))
+    redis.call('EXPIRE', kd, ${KEY_DAYS_KEPT * 86400})
+  end
+end
+-- ── end key days ──
 local entry = {'key', ARGV[1], 'req', ARGV[3], 'amount', ARGV[2]}
-if ARGV[7] ~= '' then table.insert(entry, 'model'); table.insert(entry, ARGV[7]) end
-if ARGV[8] ~= '' then table.insert(entry, 'in'); table.insert(entry, ARGV[8]) end
-if ARGV[9] ~= '' then table.insert(entry, 'out'); table.insert(entry, ARGV[9]) end
+local function opt(name, v) if v ~= nil and v ~= '' then table.insert(entry, name); table.insert(entry, v) end end
+opt('model', ARGV[7])
+opt('in', ARGV[8])
+opt('out', ARGV[9])
+opt('cached_in', ARGV[11])
+opt('cache_write', ARGV[12])
+opt('reasoning', ARGV[13])
+opt('src', ARGV[14])
+opt('est', ARGV[15])
+opt('unpriced', ARGV[16])
 local id = redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', unpack(entry))
 return {'OK', balance, spent, id}`;
+
+/**
+ * A roll's spend: the new key starts with its predecessor's spend record (every period, the total
+ * and the limit), so that rolling never resets a spend limit. KEYS: old spend, new spend, gate.
+ * ARGV: new key id. → {'OK', spend in the limit's period ('' = no limit)}
+ */
+export const COPY_SPEND = `${NOW}${LUA_PERIODS}${SYNC_LIMIT}
+local h = redis.call('HGETALL', KEYS[1])
+if #h > 0 then redis.call('HSET', KEYS[2], unpack(h)) end
+return {'OK', sync_limit(KEYS[2], KEYS[3], ARGV[1])}`;
 
 /**
  * A key's spend limit. KEYS: spend, gate. ARGV: key id, amount ('' = remove the limit), period.

@@ -10,8 +10,9 @@
 import { z } from 'zod';
 import { KEY_ID_PATTERN } from './redis-schema.ts';
 
-/** Largest amount of one credit or usage record: 10^15 micro-units (one billion currency units). */
-export const MAX_AMOUNT_MICROS = 1_000_000_000_000_000;
+/** Largest amount of one credit or usage record: 10^15 micro-units (one billion currency units); the page's form rules hold it. */
+import { MAX_AMOUNT_MICROS } from '../core/key-rules.ts';
+export { MAX_AMOUNT_MICROS };
 /** Largest balance (either sign) a wallet may hold: 2^53 − 1 − MAX_AMOUNT_MICROS, so every step stays exact in Lua. */
 export const MAX_BALANCE_MICROS = Number.MAX_SAFE_INTEGER - MAX_AMOUNT_MICROS;
 
@@ -32,18 +33,6 @@ export const GATE_FOREVER = 'never';
 
 export const WalletField = { balance: 'balance', createdAt: 'created_at', updatedAt: 'updated_at' } as const;
 
-export const SpendField = {
-  limit: 'limit',
-  period: 'period',
-  dayStart: 'day_start',
-  day: 'day',
-  weekStart: 'week_start',
-  week: 'week',
-  monthStart: 'month_start',
-  month: 'month',
-  total: 'total',
-} as const;
-
 export const KeyUseField = {
   lastUsed: 'last_used',
   dayStart: 'day_start',
@@ -51,6 +40,39 @@ export const KeyUseField = {
   monthStart: 'month_start',
   month: 'month',
 } as const;
+
+/**
+ * Booked token counters (`tokens:{acct}:{keyId}` of a key, `tokens:{acct}` of an account), written
+ * by the usage-record script with every booking that carries token counts: input and output tokens
+ * today and this month (UTC), each period restarting when its `_start` is not the current one.
+ */
+export const TokenCounterField = {
+  dayStart: 'day_start',
+  dayIn: 'day_in',
+  dayOut: 'day_out',
+  monthStart: 'month_start',
+  monthIn: 'month_in',
+  monthOut: 'month_out',
+} as const;
+
+/** Tokens of a key or account as the console shows them. */
+export interface TokenTotals {
+  readonly today: { readonly input: number; readonly output: number };
+  readonly month: { readonly input: number; readonly output: number };
+}
+
+/** Decodes a token counter record for `nowMs` (a period that has ended counts 0; malformed fields read as 0). */
+export function parseTokenCounters(hash: Record<string, string>, nowMs: number): TokenTotals {
+  const n = (v: string | undefined) => (v !== undefined && /^\d{1,16}$/.test(v) ? Number(v) : 0);
+  const cur = (period: 'day' | 'month', start: string | undefined) => start !== undefined && n(start) === periodBounds(period, nowMs).start;
+  const F = TokenCounterField;
+  const day = cur('day', hash[F.dayStart]);
+  const month = cur('month', hash[F.monthStart]);
+  return {
+    today: { input: day ? n(hash[F.dayIn]) : 0, output: day ? n(hash[F.dayOut]) : 0 },
+    month: { input: month ? n(hash[F.monthIn]) : 0, output: month ? n(hash[F.monthOut]) : 0 },
+  };
+}
 
 // ── Amounts ────────────────────────────────────────────────────────────────────────────────
 
@@ -263,7 +285,11 @@ export function parseKeyUse(hash: Record<string, string>, nowMs: number): KeyUse
   };
 }
 
-/** One usage-log entry (stream fields `key`, `req`, `amount`, `model`?, `in`?, `out`?). */
+/**
+ * One usage-log entry (stream fields `key`, `req`, `amount`, `model`?, `in`?, `out`?, `cached_in`?,
+ * `cache_write`?, `reasoning`?, `src`? (`meter` | `record`; absent = record), `est`? and
+ * `unpriced`? (`1` when set)).
+ */
 export interface UsageEntry {
   /** Stream id `{ms}-{seq}`: the Redis time of the record. */
   readonly id: string;
@@ -275,6 +301,15 @@ export interface UsageEntry {
   readonly model: string | null;
   readonly inputTokens: number | null;
   readonly outputTokens: number | null;
+  readonly cachedInputTokens: number | null;
+  readonly cacheWriteTokens: number | null;
+  readonly reasoningTokens: number | null;
+  /** `meter`: booked by the sidecar from the response; `record`: posted to the usage API. */
+  readonly source: 'meter' | 'record';
+  /** A count was estimated (not read from the response). */
+  readonly estimated: boolean;
+  /** No price matched the model: booked at 0. */
+  readonly unpriced: boolean;
 }
 
 export function parseUsageEntry(account: string, id: string, flat: readonly string[]): UsageEntry {
@@ -291,5 +326,11 @@ export function parseUsageEntry(account: string, id: string, flat: readonly stri
     model: f.model || null,
     inputTokens: num(f.in),
     outputTokens: num(f.out),
+    cachedInputTokens: num(f.cached_in),
+    cacheWriteTokens: num(f.cache_write),
+    reasoningTokens: num(f.reasoning),
+    source: f.src === 'meter' ? 'meter' : 'record',
+    estimated: f.est === '1',
+    unpriced: f.unpriced === '1',
   };
 }

@@ -19,16 +19,29 @@
  *   {ns}:v1:usagereq:{acct}:{reqId}  STRING idempotency of one usage record (expires)
  *   {ns}:v1:usage:{acct}             STREAM the usage log (capped)
  *   {ns}:v1:usageaccts               SET   accounts with a usage log (export)
+ *   {ns}:v1:tokens:{acct}:{keyId}    HASH  the key's booked tokens today and this month (TokenCounterField)
+ *   {ns}:v1:tokens:{acct}            HASH  the account's (same fields)
+ *   {ns}:v1:prices                   HASH  the price table (src/schema/prices.ts; read and cached by the sidecar)
+ *   {ns}:v1:keyorder:{acct}          ZSET  every key id of the account by created_at (console: list pages)
+ *   {ns}:v1:keycur:{acct}            ZSET  the ids of keys not revoked, by created_at (console: list pages)
+ *   {ns}:v1:keyinfo:{acct}           HASH  key id → the small fields a list filters and sorts on (console)
+ *   {ns}:v1:keydays:{acct}:{keyId}   HASH  UTC day → the key's spend, requests and tokens that day (35 days)
  *
- * The sidecar reads only `key:`, `acct:` and `gate:` records (one key each), so it works unchanged on
- * Cluster; invalidation tracks exactly those three prefixes.
+ * The sidecar reads only `key:`, `acct:`, `gate:` records and the `prices` table (one key each), so it
+ * works unchanged on Cluster; invalidation tracks exactly those four prefixes.
  */
 import { z } from 'zod';
+import { KEY_LIMITS } from '../core/key-rules.ts';
+import { parseRateFields, type Rates } from './rates.ts';
 
 /** The key generation: in every key name (`v1`) and in the key record's `v` field. */
 export const SCHEMA_VERSION = '1';
-/** The revision of docs/redis-schema.md this code implements (2: wallets, spend limits, usage; 3: a revoked key's models moved to `revoked_models`). */
-export const SCHEMA_REVISION = 3;
+/**
+ * The revision of docs/redis-schema.md this code implements (2: wallets, spend limits, usage; 3: a
+ * revoked key's models moved to `revoked_models`; 4: the per-account key list index and per-key
+ * daily usage).
+ */
+export const SCHEMA_REVISION = 4;
 export const DEFAULT_NAMESPACE = 'kg';
 export const NAMESPACE_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 
@@ -58,12 +71,7 @@ export const KeyField = {
 } as const;
 
 /** Limits the console enforces (docs/redis-schema.md §Limits). The sidecar accepts up to 1000 models. */
-export const LIMITS = {
-  nameMaxChars: 128,
-  activeKeysPerAccount: 100,
-  modelsPerKey: 100,
-  modelPatternMaxChars: 256,
-} as const;
+export const LIMITS = KEY_LIMITS;
 
 /** The fields the sidecar reads, in HMGET order. */
 export const SIDECAR_KEY_FIELDS = [
@@ -100,6 +108,16 @@ export interface Schema {
   usageRequest(accountId: string, requestId: string): string;
   usageLog(accountId: string): string;
   usageAccounts(): string;
+  /** Booked token counters of a key (`keyId` given) or of the account. */
+  tokens(accountId: string, keyId?: string): string;
+  /** The price table (one hash; tracked, so the sidecar's cached copy is invalidated). */
+  prices(): string;
+  /** The key list index of one account (hash tag `{accountId}`): written by the key scripts. */
+  keyOrder(accountId: string): string;
+  keyCurrent(accountId: string): string;
+  keyInfo(accountId: string): string;
+  /** A key's daily usage (UTC days), written by the usage-record script. */
+  keyDays(accountId: string, keyId: string): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -110,7 +128,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
   const gatePrefix = `${base}gate:`;
   return {
     ns: namespace,
-    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix],
+    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix, `${base}prices`],
     datasetMarker: `${base}dataset`,
     keyRecord: (digest) => keyPrefix + digest,
     keyIdIndex: (keyId) => `${base}keyid:${keyId}`,
@@ -125,6 +143,12 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     usageRequest: (a, requestId) => `${base}usagereq:{${a}}:${requestId}`,
     usageLog: (a) => `${base}usage:{${a}}`,
     usageAccounts: () => `${base}usageaccts`,
+    tokens: (a, keyId) => (keyId === undefined ? `${base}tokens:{${a}}` : `${base}tokens:{${a}}:${keyId}`),
+    prices: () => `${base}prices`,
+    keyOrder: (a) => `${base}keyorder:{${a}}`,
+    keyCurrent: (a) => `${base}keycur:{${a}}`,
+    keyInfo: (a) => `${base}keyinfo:{${a}}`,
+    keyDays: (a, keyId) => `${base}keydays:{${a}}:${keyId}`,
   };
 }
 
@@ -134,6 +158,8 @@ export interface KeyGrant {
   readonly account: string;
   readonly models: readonly string[] | null;
   readonly expiresAt: number | null;
+  /** The key's request and token rates (`src/schema/rates.ts`, read with the record); absent or `NO_RATES` = none. */
+  readonly rates?: Rates;
 }
 
 const epochMs = z
@@ -267,6 +293,8 @@ export interface KeyRecord {
   readonly rev: number;
   /** True when the reveal envelope is present (false after revoke). */
   readonly revealable: boolean;
+  /** The key's request and token rates (`NO_RATES` when none). */
+  readonly rates: Rates;
 }
 
 const consoleRecord = z.object({
@@ -300,6 +328,9 @@ export function parseKeyRecord(hash: Record<string, string>): KeyRecord | null |
     if (!Array.isArray(m)) return m.corrupt;
     models = m;
   }
+  // Rates are read at call time (rates.ts imports this module: no top-level use across the cycle).
+  const rates = parseRateFields(hash.rate, hash.token_rate);
+  if (typeof rates === 'string') return rates;
   return {
     id: d.id,
     account: d.account,
@@ -313,5 +344,50 @@ export function parseKeyRecord(hash: Record<string, string>): KeyRecord | null |
     hint: d.hint,
     rev: d.rev,
     revealable: d.secret !== undefined,
+    rates,
   };
 }
+
+/**
+ * The key list index (`keyinfo:{acct}`): one field per key id, a JSON array of strings
+ * `[rev, created_at, expires_at ('' = never), 'a' | 'r' (active | revoked), hint, name]`, written
+ * only when the record's `rev` is newer than the one held. The field `~built` marks an index built
+ * from the records (its value: how many ids of `acctkeys` had no record then).
+ */
+export const KEY_INFO_BUILT = '~built';
+
+export interface KeyInfo {
+  readonly id: string;
+  readonly rev: number;
+  readonly createdAt: number;
+  readonly expiresAt: number | null;
+  readonly status: KeyStatus;
+  readonly hint: string;
+  readonly name: string;
+}
+
+const DIGITS = /^\d{1,16}$/;
+
+/** Decodes one `keyinfo` field; a string naming the problem when it does not follow the schema. (Hand-checked: a search reads one per key.) */
+export function parseKeyInfo(id: string, value: string): KeyInfo | string {
+  let v: unknown;
+  try {
+    v = JSON.parse(value);
+  } catch {
+    return `keyinfo ${id}: not JSON`;
+  }
+  const bad = `keyinfo ${id}: not [rev, created_at, expires_at, status, hint, name]`;
+  if (!Array.isArray(v) || v.length !== 6 || !v.every((x) => typeof x === 'string')) return bad;
+  const [rev, created, expires, st, hint, name] = v as string[];
+  if (!DIGITS.test(rev!) || !DIGITS.test(created!) || (expires !== '' && !DIGITS.test(expires!)) || (st !== 'a' && st !== 'r')) return bad;
+  if (hint!.length > 64 || name!.length > 4 * LIMITS.nameMaxChars) return bad;
+  return { id, rev: Number(rev), createdAt: Number(created), expiresAt: expires === '' ? null : Number(expires), status: st === 'r' ? 'revoked' : 'active', hint: hint!, name: name! };
+}
+
+/**
+ * A key's daily usage (`keydays:{acct}:{keyId}`): one field per UTC day (days since 1970-01-01),
+ * the value `amount_micros requests input_tokens output_tokens` (decimal integers, space-separated);
+ * days older than `KEY_DAYS_KEPT` are dropped when a new day starts, and the hash expires
+ * `KEY_DAYS_KEPT` days after its last write.
+ */
+export const KEY_DAYS_KEPT = 35;

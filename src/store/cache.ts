@@ -1,6 +1,8 @@
 /**
- * The sidecar's cached key store: key records (by Redis key name, i.e. by digest) and account
- * states in process memory, dropped by the store the moment they change (see `invalidation.ts`).
+ * The cache decorator of the one lookup shape (`RecordSource.lookup(type, id)`): every record type
+ * (`src/schema/records.ts`: key records, account states, gates, and any added later) is held in
+ * process memory by its Redis key name and dropped by the store the moment it changes (see
+ * `invalidation.ts`). The unit tier runs this same class over in-memory hashes.
  *
  * Rules (each one closes a way to serve an answer the store has already withdrawn):
  * - An entry is served only while tracking is confirmed on every link. Losing a link (close,
@@ -11,8 +13,9 @@
  *   flight: the invalidation may describe a write that the fetched value predates.
  * - Concurrent lookups of one key share one fetch (single-flight), but only while tracking is on,
  *   and a lookup never joins a fetch that started before an invalidation of that key.
- * - Hits resolve after pending I/O callbacks have run (`setImmediate`): an invalidation that
- *   reached the process before the request did is applied before the request is answered.
+ * - A record type marked `afterPendingIo` (the key, read first by a decision) is answered after pending
+ *   I/O callbacks have run (`setImmediate`): an invalidation that reached the process before the
+ *   request did is applied before the request is answered. Other hits are answered synchronously.
  *
  * Bounds: positive entries (grants, account states) and negative entries (unknown, revoked or
  * corrupt keys) live in two LRUs, so a flood of random keys only churns the negative one; together
@@ -26,9 +29,9 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import type { Gate } from '../schema/money.ts';
-import type { ParsedKey, Schema } from '../schema/redis-schema.ts';
-import { StoreUnavailable, type CachedAccount, type KeyStore } from './key-store.ts';
+import type { RecordType } from '../schema/records.ts';
+import type { Schema } from '../schema/redis-schema.ts';
+import { StoreUnavailable, type RecordSource } from './record-source.ts';
 import type { Tracker } from './invalidation.ts';
 
 export interface CacheOptions {
@@ -75,8 +78,8 @@ export interface CacheStats {
   tracking: boolean;
 }
 
-type AccountAnswer = boolean | 'corrupt';
-type Answer = ParsedKey | AccountAnswer | Gate;
+/** A cached answer of some record type (known by the Redis key name it is held under); never null or undefined. */
+type Answer = {};
 
 interface Flight {
   readonly promise: Promise<Answer>;
@@ -101,8 +104,8 @@ function afterPendingIo(): Promise<void> {
   ));
 }
 
-export class CachedKeyStore implements KeyStore {
-  readonly #inner: KeyStore;
+export class CachedRecordSource implements RecordSource {
+  readonly #inner: RecordSource;
   readonly #tracker: Tracker | null;
   readonly #schema: Schema;
   readonly #opts: CacheOptions;
@@ -126,7 +129,7 @@ export class CachedKeyStore implements KeyStore {
     staleServed: 0,
   };
 
-  constructor(inner: KeyStore, tracker: Tracker | null, s: Schema, opts: CacheOptions, log: Logger) {
+  constructor(inner: RecordSource, tracker: Tracker | null, s: Schema, opts: CacheOptions, log: Logger) {
     this.#inner = inner;
     this.#tracker = opts.maxEntries > 0 ? tracker : null;
     this.#schema = s;
@@ -135,8 +138,8 @@ export class CachedKeyStore implements KeyStore {
     if (this.#tracker) {
       // A quarter for unknown keys (at least 1), the rest for grants and accounts.
       const negMax = opts.maxEntries >= 2 ? Math.max(1, Math.floor(opts.maxEntries / 4)) : 0;
-      this.#pos = new LRUCache({ max: opts.maxEntries - negMax });
-      this.#neg = negMax > 0 ? new LRUCache({ max: negMax }) : null;
+      this.#pos = new LRUCache<string, Answer>({ max: opts.maxEntries - negMax });
+      this.#neg = negMax > 0 ? new LRUCache<string, Answer>({ max: negMax }) : null;
       this.#tracker.on('invalidate', (keys) => this.#invalidate(keys));
       this.#tracker.on('down', (reason) => {
         this.#epoch++;
@@ -155,29 +158,9 @@ export class CachedKeyStore implements KeyStore {
     return this.#tracker !== null && this.#tracker.tracked;
   }
 
-  async key(digest: string): Promise<ParsedKey> {
-    if (this.#tracked) await afterPendingIo();
-    return (await this.#lookup(this.#schema.keyRecord(digest), () => this.#inner.key(digest))) as ParsedKey;
-  }
-
-  async accountBlocked(accountId: string): Promise<AccountAnswer> {
-    return (await this.#lookup(this.#schema.account(accountId), () => this.#inner.accountBlocked(accountId))) as AccountAnswer;
-  }
-
-  /** Both account answers from memory, or undefined (see `KeyStore.cachedAccount`). */
-  cachedAccount(accountId: string): CachedAccount | undefined {
-    if (!this.#tracked) return undefined;
-    const blocked = this.#pos!.get(this.#schema.account(accountId));
-    if (blocked === undefined) return undefined;
-    const gate = this.#pos!.get(this.#schema.gate(accountId));
-    if (gate === undefined) return undefined;
-    this.#counters.hits += 2;
-    return { blocked: blocked as AccountAnswer, gate: gate as Gate | 'corrupt' };
-  }
-
-  /** The account's gate record, cached like the account record (it changes only on threshold crossings). */
-  async gate(accountId: string): Promise<Gate | 'corrupt'> {
-    return (await this.#lookup(this.#schema.gate(accountId), () => this.#inner.gate(accountId))) as Gate | 'corrupt';
+  lookup<T>(type: RecordType<T>, id: string): T | Promise<T> {
+    if (type.afterPendingIo === true && this.#tracked) return afterPendingIo().then(() => this.#lookup(type, id));
+    return this.#lookup(type, id);
   }
 
   /** Data link up and, when caching, the invalidation link confirmed. */
@@ -203,24 +186,25 @@ export class CachedKeyStore implements KeyStore {
     await this.#inner.close();
   }
 
-  #lookup(rkey: string, fetch: () => Promise<Answer>): Promise<Answer> | Answer {
+  #lookup<T>(type: RecordType<T>, id: string): T | Promise<T> {
+    const rkey = type.key(this.#schema, id);
     if (this.#tracked) {
       const hit = this.#pos!.get(rkey) ?? this.#neg?.get(rkey);
       if (hit !== undefined) {
         this.#counters.hits++;
-        return hit;
+        return hit as T;
       }
       const flight = this.#inflight.get(rkey);
       if (flight) {
         this.#counters.coalesced++;
-        return flight.promise;
+        return flight.promise as Promise<T>;
       }
     }
     this.#counters.misses++;
-    return this.#fetch(rkey, fetch);
+    return this.#fetch(rkey, type.negative as (v: Answer) => boolean, () => this.#inner.lookup(type, id) as Answer | Promise<Answer>) as Promise<T>;
   }
 
-  #fetch(rkey: string, fetch: () => Promise<Answer>): Promise<Answer> {
+  #fetch(rkey: string, negative: (v: Answer) => boolean, fetch: () => Answer | Promise<Answer>): Promise<Answer> {
     const tracked = this.#tracked;
     const flight: Flight = { epoch: this.#epoch, invalidated: false, promise: undefined as unknown as Promise<Answer> };
     (flight as { promise: Promise<Answer> }).promise = this.#bounded(fetch).then(
@@ -229,7 +213,7 @@ export class CachedKeyStore implements KeyStore {
         if (this.#pos && !flight.invalidated && flight.epoch === this.#epoch) {
           // Cache when tracking is confirmed; when serving stale answers during outages, also keep the
           // freshest answer seen while untracked (used only if the store becomes unreachable).
-          if (this.#tracked || this.#opts.serveCachedDuringOutage) this.#put(rkey, value);
+          if (this.#tracked || this.#opts.serveCachedDuringOutage) this.#put(rkey, value, negative(value));
         }
         return value;
       },
@@ -250,8 +234,7 @@ export class CachedKeyStore implements KeyStore {
     return flight.promise;
   }
 
-  #put(rkey: string, value: Answer): void {
-    const negative = typeof value === 'object' && 'kind' in value && value.kind !== 'grant';
+  #put(rkey: string, value: Answer, negative: boolean): void {
     if (negative) {
       if (this.#neg) this.#neg.set(rkey, value);
       this.#pos!.delete(rkey);
@@ -295,7 +278,7 @@ export class CachedKeyStore implements KeyStore {
   }
 
   /** One store read under the in-flight cap and the lookup deadline. */
-  #bounded(fetch: () => Promise<Answer>): Promise<Answer> {
+  #bounded(fetch: () => Answer | Promise<Answer>): Promise<Answer> {
     return new Promise<Answer>((resolve, reject) => {
       let settled = false;
       let started = false;
@@ -311,7 +294,7 @@ export class CachedKeyStore implements KeyStore {
         this.#active++;
         let p: Promise<Answer>;
         try {
-          p = fetch();
+          p = Promise.resolve(fetch());
         } catch (err) {
           p = Promise.reject(err);
         }

@@ -1,6 +1,6 @@
 /**
  * The sidecar's store from config: the data connection (`REDIS_URL`, any mode), the uncached
- * `RedisKeyStore`, and in front of it the `CachedKeyStore` with its invalidation tracker
+ * `RedisRecordSource`, and in front of it the `CachedRecordSource` with its invalidation tracker
  * (one link for standalone/Sentinel, one per master for Cluster). With Sentinel, a watch on the
  * sentinels' failover announcements pauses the store while a failover is under way and moves
  * every connection to the new master as soon as it is announced (`sentinel-watch.ts`).
@@ -9,14 +9,14 @@ import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Schema } from '../schema/redis-schema.ts';
-import { CachedKeyStore } from './cache.ts';
+import { CachedRecordSource } from './cache.ts';
 import { ClusterTracker, SingleTracker, type Tracker, type TrackingOptions } from './invalidation.ts';
 import { parseRedisUrl } from '../redis-url.ts';
 import { connectRedis, nodeOptions } from './redis.ts';
-import { RedisKeyStore } from './redis-store.ts';
+import { redisSource } from './redis-source.ts';
 import { watchSentinels } from './sentinel-watch.ts';
 
-export { CachedKeyStore, type CacheStats } from './cache.ts';
+export { CachedRecordSource, type CacheStats } from './cache.ts';
 
 export type StoreConfig = Pick<
   Config,
@@ -26,7 +26,7 @@ export type StoreConfig = Pick<
 /** Called for each connection the store opens: `commands` (data) and `invalidation` (subscribers). */
 export type WatchConnection = (client: Redis | Cluster, connection: 'commands' | 'invalidation') => void;
 
-export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watch: WatchConnection = () => {}): CachedKeyStore {
+export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watch: WatchConnection = () => {}): CachedRecordSource {
   const parsed = parseRedisUrl(config.redisUrl);
   // A connection that died silently (no FIN, no RST) is replaced once a command has waited this long.
   const socketTimeoutMs = Math.max(1000, config.redisTimeoutMs * 4);
@@ -34,7 +34,7 @@ export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watc
   // Connection errors are reported by the caller's `watch` (RedisOutageReporter: once, then a slow reminder).
   redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'redis connection error'));
   watch(redis, 'commands');
-  const inner = new RedisKeyStore(redis, s, log);
+  const inner = redisSource(redis, s, log);
 
   let tracker: Tracker | null = null;
   let single: SingleTracker | null = null;
@@ -87,7 +87,7 @@ export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watc
     inner.onClose(() => sentinels.close());
   }
 
-  return new CachedKeyStore(
+  return new CachedRecordSource(
     inner,
     tracker,
     s,

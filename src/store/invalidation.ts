@@ -33,6 +33,8 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { monotonicClock, type Clock } from '../core/clock.ts';
+import { heartbeatEvery, lapseIn, withinBound } from './staleness.ts';
 
 export const INVALIDATE_CHANNEL = '__redis__:invalidate';
 
@@ -72,6 +74,8 @@ export interface TrackingOptions {
   /** The data connection must be a master (Sentinel): `ROLE` is checked on every heartbeat. */
   readonly requireMaster?: boolean;
   readonly log: Logger;
+  /** The heartbeat, retry and lapse timers and the bound's clock (default `monotonicClock`). */
+  readonly clock?: Clock;
 }
 
 /** Creates the subscriber connection of a link, with the given unique connection name. */
@@ -89,11 +93,11 @@ export class TrackingLink {
   reconnects = 0;
   /** Tracking enabled on the current pair of connections (see `tracked` for the bound). */
   #on = false;
-  /** When the last fully confirmed heartbeat (or the tracking setup) was sent (`performance.now()`). */
+  /** When the last fully confirmed heartbeat (or the tracking setup) was sent (on the injected monotonic clock). */
   #confirmedAt = 0;
   /** The dataset marker's value read when tracking was enabled. */
   #marker: string | null = null;
-  #lapse: NodeJS.Timeout | undefined;
+  #lapse: (() => void) | undefined;
   #markerWarned = false;
   /** A Sentinel failover is under way: no tracking until it ends. */
   #paused = false;
@@ -109,8 +113,9 @@ export class TrackingLink {
   #subSetup: Promise<number> | null = null;
   #attempting = false;
   #closed = false;
-  #retry: NodeJS.Timeout | undefined;
-  readonly #beat: NodeJS.Timeout;
+  #retry: (() => void) | undefined;
+  readonly #beat: () => void;
+  readonly #clock: Clock;
   #seenReady = { data: false, sub: false };
   readonly #detach: () => void;
   readonly #watched = new WeakSet<object>();
@@ -150,8 +155,8 @@ export class TrackingLink {
       if (channel.toString() !== INVALIDATE_CHANNEL) return;
       this.#h.invalidate(Array.isArray(message) ? message.map((k) => String(k)) : null);
     });
-    this.#beat = setInterval(() => this.#heartbeat(), Math.max(10, Math.floor(opts.boundMs / 4)));
-    this.#beat.unref();
+    this.#clock = opts.clock ?? monotonicClock;
+    this.#beat = this.#clock.every(heartbeatEvery(opts.boundMs), () => this.#heartbeat());
     if (data.status === 'wait') data.connect().catch(noop);
     if (data.status === 'ready') this.#seenReady.data = true;
     this.#kick();
@@ -159,15 +164,15 @@ export class TrackingLink {
 
   /** Tracking is on and was confirmed within the staleness bound. */
   get tracked(): boolean {
-    return this.#on && performance.now() - this.#confirmedAt < this.#opts.boundMs;
+    return this.#on && withinBound(this.#confirmedAt, this.#clock.now(), this.#opts.boundMs);
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    clearInterval(this.#beat);
-    clearTimeout(this.#retry);
-    clearTimeout(this.#lapse);
+    this.#beat();
+    this.#retry?.();
+    this.#lapse?.();
     this.#detach();
     this.#gen++;
     this.#on = false;
@@ -224,7 +229,7 @@ export class TrackingLink {
 
   #lost(reason: string): void {
     this.#gen++;
-    clearTimeout(this.#lapse);
+    this.#lapse?.();
     if (this.#on) {
       this.#on = false;
       this.#opts.log.warn({ link: this.#label, reason }, 'cache invalidation link lost; cache dropped');
@@ -243,9 +248,8 @@ export class TrackingLink {
 
   #armLapse(): void {
     const sentAt = this.#confirmedAt;
-    clearTimeout(this.#lapse);
-    this.#lapse = setTimeout(() => this.#checkLapse(), Math.max(1, sentAt + this.#opts.boundMs - performance.now()));
-    this.#lapse.unref();
+    this.#lapse?.();
+    this.#lapse = this.#clock.after(lapseIn(sentAt, this.#clock.now(), this.#opts.boundMs), () => this.#checkLapse());
   }
 
   #checkLapse(): void {
@@ -292,9 +296,8 @@ export class TrackingLink {
   }
 
   #scheduleRetry(): void {
-    clearTimeout(this.#retry);
-    this.#retry = setTimeout(() => void this.#attempt(), this.#opts.retryMs);
-    this.#retry.unref();
+    this.#retry?.();
+    this.#retry = this.#clock.after(this.#opts.retryMs, () => void this.#attempt());
   }
 
   async #attempt(): Promise<void> {
@@ -303,7 +306,7 @@ export class TrackingLink {
     if (this.#data.status !== 'ready' || this.#sub.status !== 'ready' || !this.#subSetup) return; // a ready event kicks again
     this.#attempting = true;
     const g = this.#gen;
-    const sentAt = performance.now();
+    const sentAt = this.#clock.now();
     try {
       const id = await this.#subSetup;
       // The subscriber answers (it may have died silently), and it is on the data connection's
@@ -346,7 +349,7 @@ export class TrackingLink {
     if (!this.#on || this.#closed) return;
     const g = this.#gen;
     const subSetup = this.#subSetup;
-    const sentAt = performance.now();
+    const sentAt = this.#clock.now();
     const subOk = this.#sub.ping().then(
       () => true,
       (err: Error) => {

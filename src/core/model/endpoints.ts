@@ -12,7 +12,7 @@
  * `{model+}`: the model as one or more segments (OpenAI/Anthropic model resources, `%2F` decoded);
  * `{version}`: `v1`, `v1beta`, …; `{*}`: any plain segment (an id).
  */
-import type { Family } from '../family.ts';
+import { FAMILIES, type Family } from '../family.ts';
 
 /**
  * Where a matched endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`
@@ -37,7 +37,42 @@ export interface Endpoint {
 }
 
 /** A compiled set of operator rows (KEYGATE_MODEL_ENDPOINTS). */
-export type EndpointTable = readonly Endpoint[];
+export type EndpointTable = readonly Endpoint[] & {
+  /**
+   * The operator's meaning of a bare model name (no `provider/`) per entry family
+   * (KEYGATE_BARE_MODEL_PROVIDER, off by default): at an entry of a listed family, `gpt-4o-mini`
+   * is also read as `{provider}/gpt-4o-mini`. Carried with the endpoint table because both are the
+   * operator's rules for reading a request's model.
+   */
+  readonly bareProviders?: ReadonlyMap<Family, string>;
+};
+
+/** The endpoint table with the operator's bare-name providers (a new array; the table is unchanged). */
+export function withBareProviders(table: EndpointTable, providers: ReadonlyMap<Family, string>): EndpointTable {
+  if (providers.size === 0) return table;
+  return Object.assign([...table], { bareProviders: providers });
+}
+
+const PROVIDER_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/**
+ * `openai=openai,google=vertex`: entry family = provider. An empty string is none (the default:
+ * a router behind the OpenAI entry may send a bare name to any provider, so only the operator may say).
+ */
+export function parseBareProviders(spec: string): Map<Family, string> {
+  const out = new Map<Family, string>();
+  for (const item of spec.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const eq = item.indexOf('=');
+    const family = item.slice(0, eq).trim();
+    const provider = item.slice(eq + 1).trim().toLowerCase();
+    if (eq <= 0 || !(FAMILIES as readonly string[]).includes(family) || !PROVIDER_NAME.test(provider)) {
+      throw new Error(`"${item}" is not family=provider (family: openai, anthropic or google; provider: letters, digits, . _ -)`);
+    }
+    if (out.has(family as Family)) throw new Error(`"${family}" is given twice`);
+    out.set(family as Family, provider);
+  }
+  return out;
+}
 
 export type EndpointMatch =
   | { readonly kind: 'endpoint'; readonly endpoint: Endpoint; /** the `{model}` segment, for `path` */ readonly model: string | null }

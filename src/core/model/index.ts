@@ -25,7 +25,7 @@ import { queryNamesOtherModel } from './query.ts';
 
 export { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from './patterns.ts';
 export { MAX_SCAN_BYTES } from './json-scan.ts';
-export { BUILTIN_ENDPOINTS, compileModelEndpoints, type EndpointTable } from './endpoints.ts';
+export { BUILTIN_ENDPOINTS, compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './endpoints.ts';
 
 export interface ModelRequest {
   readonly family: Family;
@@ -42,7 +42,12 @@ export interface ModelRequest {
 }
 
 export type ModelRead =
-  | { readonly kind: 'model'; readonly model: string }
+  | {
+      readonly kind: 'model';
+      readonly model: string;
+      /** A bare name as the operator says it is meant at this entry (KEYGATE_BARE_MODEL_PROVIDER): `provider/model`. */
+      readonly alias?: string;
+    }
   | {
       readonly kind: 'uncertain';
       readonly reason: string;
@@ -242,6 +247,15 @@ function readAtEndpoint(req: ModelRequest, p: string): ModelRead {
 export function readModel(req: ModelRequest): ModelRead {
   const p = pathOnly(req.path);
   const r = readAtEndpoint(req, p);
-  if (r.kind !== 'model' || p.length === req.path.length) return r;
-  return queryNamesOtherModel(req.path.slice(p.length), r.model) ? uncertain('query-disagrees') : r;
+  if (r.kind !== 'model') return r;
+  if (p.length !== req.path.length && queryNamesOtherModel(req.path.slice(p.length), r.model)) return uncertain('query-disagrees');
+  return withAlias(r, req);
+}
+
+/** A bare name at an entry whose family the operator maps to a provider also reads as `provider/name`. */
+function withAlias(r: ModelRead & { kind: 'model' }, req: ModelRequest): ModelRead {
+  const provider = req.endpoints?.bareProviders?.get(req.family);
+  if (provider === undefined || r.model.includes('/')) return r;
+  const alias = `${provider}/${r.model}`;
+  return isValidModelName(alias) ? { kind: 'model', model: r.model, alias } : r;
 }

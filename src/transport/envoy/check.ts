@@ -5,7 +5,8 @@
  */
 import type { CheckInput, CheckOutcome } from '../../authorizer.ts';
 import { KEY_HEADERS, type HeaderValue } from '../../core/credentials.ts';
-import type { Allow } from '../../core/decision.ts';
+import type { Allow, AllowRate } from '../../core/decision.ts';
+import { totalLimitMetadata } from '../../core/rate.ts';
 import { denyResponse } from '../../core/deny-response.ts';
 import type { ResponseOptions } from '../response-options.ts';
 import { GrpcStatus } from './grpc.ts';
@@ -88,24 +89,37 @@ export interface HeaderValueOption {
   readonly append: { readonly value: boolean };
 }
 
+/** A google.protobuf.Value as keygate sets it (protobufjs bundles the well-known types with camelCase names). */
+export type MetadataValue =
+  | { readonly stringValue: string }
+  | { readonly numberValue: number }
+  | { readonly structValue: { readonly fields: Readonly<Record<string, MetadataValue>> } };
+
 /**
  * envoy.service.auth.v3.CheckResponse, the fields keygate sets. `dynamic_metadata` is a
- * google.protobuf.Struct whose values are string `Value`s (`stringValue`: protobufjs bundles the
- * well-known types with camelCase names).
+ * google.protobuf.Struct: string values, and `total_limit` (a struct) for a rate-limited key.
+ * `response_headers_to_add` (OkHttpResponse field 6) are added by Envoy to the response the client
+ * gets (the `x-ratelimit-*` headers).
  */
 export interface CheckResponse {
   readonly status: { readonly code: number; readonly message?: string };
-  readonly ok_response?: { readonly headers: readonly HeaderValueOption[]; readonly headers_to_remove: readonly string[] };
+  readonly ok_response?: {
+    readonly headers: readonly HeaderValueOption[];
+    readonly headers_to_remove: readonly string[];
+    readonly response_headers_to_add?: readonly HeaderValueOption[];
+  };
   readonly denied_response?: { readonly status: { readonly code: number }; readonly headers: readonly HeaderValueOption[]; readonly body: string };
-  readonly dynamic_metadata?: { readonly fields: Readonly<Record<string, { readonly stringValue: string }>> };
+  readonly dynamic_metadata?: { readonly fields: Readonly<Record<string, MetadataValue>> };
 }
 
 const overwrite = (key: string, value: string): HeaderValueOption => ({ header: { key, value }, append: { value: false } });
 
 /**
- * The only parts of an allow its response is made of. An allow response is a function of these and
- * the fixed options alone, so a server may keep its encoded bytes under `allowKey`: a field read here
- * must be listed here, and is then part of the key.
+ * The parts of an allow its response is made of, besides `rate`. An allow without `rate` (a key and
+ * account without rates) has a response that is a function of these and the fixed options alone, so
+ * a server may keep its encoded bytes under `allowKey`: a field read here must be listed here, and is
+ * then part of the key. An allow with `rate` carries headers that change with every request: its
+ * response is built each time (`allowResponse(parts, opts, rate)`), never kept.
  */
 const ALLOW_PARTS = ['accountId', 'keyId', 'model'] as const;
 export type AllowParts = Pick<Allow, (typeof ALLOW_PARTS)[number]>;
@@ -124,27 +138,32 @@ export function allowKey(p: AllowParts): string {
   return k;
 }
 
-export function allowResponse(p: AllowParts, opts: ResponseOptions): CheckResponse {
-  const fields: Record<string, { stringValue: string }> = { account_id: { stringValue: p.accountId }, key_id: { stringValue: p.keyId } };
+export function allowResponse(p: AllowParts, opts: ResponseOptions, rate: AllowRate | null = null): CheckResponse {
+  const fields: Record<string, MetadataValue> = { account_id: { stringValue: p.accountId }, key_id: { stringValue: p.keyId } };
   if (p.model !== null) fields.model = { stringValue: p.model };
-  return {
-    status: { code: GrpcStatus.OK },
-    ok_response: {
-      headers: [overwrite(opts.accountHeader, p.accountId), overwrite(opts.keyIdHeader, p.keyId)],
-      headers_to_remove: opts.stripKeyHeaders ? KEY_HEADERS : [],
-    },
-    dynamic_metadata: { fields },
+  const ok: { headers: HeaderValueOption[]; headers_to_remove: readonly string[]; response_headers_to_add?: HeaderValueOption[] } = {
+    headers: [overwrite(opts.accountHeader, p.accountId), overwrite(opts.keyIdHeader, p.keyId)],
+    headers_to_remove: opts.stripKeyHeaders ? KEY_HEADERS : [],
   };
+  if (rate !== null) {
+    if (rate.headers.length > 0) ok.response_headers_to_add = rate.headers.map(([k, v]) => overwrite(k, v));
+    if (rate.limit !== null) {
+      const t = totalLimitMetadata(rate.limit).total_limit;
+      fields.total_limit = { structValue: { fields: { requests_per_unit: { numberValue: t.requests_per_unit }, unit: { stringValue: t.unit } } } };
+    }
+  }
+  return { status: { code: GrpcStatus.OK }, ok_response: ok, dynamic_metadata: { fields } };
 }
 
 /** The gRPC code in a deny's CheckResponse.status, by its HTTP status. */
 export function denyRpcCode(httpStatus: number): number {
+  if (httpStatus === 429) return GrpcStatus.RESOURCE_EXHAUSTED;
   return httpStatus === 401 ? GrpcStatus.UNAUTHENTICATED : httpStatus === 503 ? GrpcStatus.UNAVAILABLE : GrpcStatus.PERMISSION_DENIED;
 }
 
 export function checkResponse(outcome: CheckOutcome, opts: ResponseOptions): CheckResponse {
   const d = outcome.decision;
-  if (d.allow) return allowResponse(allowParts(d), opts);
+  if (d.allow) return allowResponse(allowParts(d), opts, d.rate ?? null);
   const r = denyResponse(outcome.family, d, outcome.requestId, opts);
   return {
     status: { code: denyRpcCode(d.status), message: d.code },

@@ -46,6 +46,7 @@ export function authzResponse(outcome: CheckOutcome, mode: AuthzMode, opts: Resp
       ['cache-control', 'no-store'],
     ];
     if (opts.stripKeyHeaders) headers.push([REMOVE_HEADER, KEY_HEADER_LIST]);
+    if (d.rate) for (const [k, v] of d.rate.headers) headers.push([k, v]);
     return { status: 200, headers, body: '' };
   }
   const r = denyResponse(outcome.family, d, outcome.requestId, opts);

@@ -32,7 +32,8 @@ export class DenyFrames {
 
   frame(outcome: CheckOutcome, d: Deny): Buffer {
     const id = outcome.requestId;
-    if (d.detail !== undefined || d.message !== undefined || !SAFE_REQUEST_ID.test(id)) return this.#encode(outcome);
+    // A deny with its own text or a per-request wait (429 `retry-after`) is encoded each time.
+    if (d.detail !== undefined || d.message !== undefined || d.retryAfterMs !== undefined || !SAFE_REQUEST_ID.test(id)) return this.#encode(outcome);
     const k = `${outcome.family}|${d.code}|${d.status}|${id.length}`;
     let t = this.#templates.get(k);
     if (t === undefined) {

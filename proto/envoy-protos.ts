@@ -1,12 +1,13 @@
 /**
  * Envoy's own API protos, loaded from the `@grpc/grpc-js-xds` package that ships them (never
- * copied into this repository). Shared by the server, the tests' Envoy-like client and the bench.
+ * copied into this repository), for the tests' Envoy-like client, the codec tests, the envoy.yaml
+ * check and the bench (a development dependency: no running sidecar loads a .proto).
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { AUTHORIZATION_SERVICE } from '../envoy/grpc.ts';
+import { AUTHORIZATION_SERVICE } from '../src/transport/envoy/grpc.ts';
 
 const require = createRequire(import.meta.url);
 

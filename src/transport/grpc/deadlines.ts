@@ -15,23 +15,25 @@ export interface Deadline {
   readonly fire: () => void;
 }
 
+import { realTimers, type Timers } from './timers.ts';
+
 const COMPACT_OVER = 1024;
 
 export class Deadlines {
-  readonly #now: () => number;
+  readonly #timers: Timers;
   #queue: Deadline[] = [];
   #head = 0;
   #finished = 0;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: unknown;
   #armedAt = Infinity;
 
-  constructor(now: () => number = () => performance.now()) {
-    this.#now = now;
+  constructor(timers: Timers = realTimers) {
+    this.#timers = timers;
   }
 
   /** Calls `fire` in `ms` unless `finish` is called first. */
   add(ms: number, fire: () => void): Deadline {
-    const d: Deadline = { at: this.#now() + ms, done: false, fire };
+    const d: Deadline = { at: this.#timers.now() + ms, done: false, fire };
     const q = this.#queue;
     let i = q.length;
     while (i > this.#head && q[i - 1]!.at > d.at) i--;
@@ -54,16 +56,15 @@ export class Deadlines {
   }
 
   #arm(at: number): void {
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
     this.#armedAt = at;
-    this.#timer = setTimeout(() => this.#due(), Math.max(0, at - this.#now()));
-    this.#timer.unref();
+    this.#timer = this.#timers.setTimeout(() => this.#due(), Math.max(0, at - this.#timers.now()));
   }
 
   #due(): void {
     this.#timer = undefined;
     this.#armedAt = Infinity;
-    const now = this.#now();
+    const now = this.#timers.now();
     const q = this.#queue;
     while (this.#head < q.length) {
       const d = q[this.#head]!;
@@ -92,5 +93,63 @@ export class Deadlines {
     this.#queue = this.#queue.slice(this.#head).filter((d) => !d.done);
     this.#head = 0;
     this.#finished = 0;
+  }
+}
+
+/**
+ * The receive timeout of messages being received, on one coarse sweep timer (a quarter of the
+ * timeout apart) instead of a timer per stream. An entry added during tick `start` has had at
+ * least `(now - start - 1)` whole sweeps, so it expires only past `limit + 1` ticks: never before
+ * the timeout, at most one sweep after it.
+ */
+export class ReceiveSweep<T> {
+  readonly #entries = new Map<T, number>();
+  readonly #timers: Timers;
+  readonly #handle: unknown;
+  readonly #limit: number;
+  readonly #expire: (entry: T) => void;
+  #tick = 0;
+
+  constructor(timeoutMs: number, expire: (entry: T) => void, timers: Timers = realTimers) {
+    this.#timers = timers;
+    this.#expire = expire;
+    const sweepMs = ReceiveSweep.sweepMs(timeoutMs);
+    this.#limit = Math.ceil(timeoutMs / sweepMs);
+    this.#handle = timers.setInterval(() => this.#sweep(), sweepMs);
+  }
+
+  /** The sweep interval for a receive timeout. */
+  static sweepMs(timeoutMs: number): number {
+    return Math.max(25, Math.floor(timeoutMs / 4));
+  }
+
+  /** Starts (or restarts) `entry`'s receive timeout now. */
+  add(entry: T): void {
+    this.#entries.set(entry, this.#tick);
+  }
+
+  delete(entry: T): void {
+    this.#entries.delete(entry);
+  }
+
+  has(entry: T): boolean {
+    return this.#entries.has(entry);
+  }
+
+  close(): void {
+    this.#timers.clearInterval(this.#handle);
+  }
+
+  #sweep(): void {
+    const now = ++this.#tick;
+    for (const [entry, start] of this.#entries) {
+      if (now - start <= this.#limit) continue;
+      this.#entries.delete(entry);
+      try {
+        this.#expire(entry);
+      } catch {
+        // one entry's answer must not stop the others
+      }
+    }
   }
 }

@@ -13,7 +13,7 @@
  * the real .proto files, decode here, and the reverse, including random messages).
  */
 import { isUtf8 } from 'node:buffer';
-import type { CheckRequestMsg, CheckResponse, HeaderValueOption } from '../envoy/check.ts';
+import type { CheckRequestMsg, CheckResponse, HeaderValueOption, MetadataValue } from '../envoy/check.ts';
 
 export class WireError extends Error {
   override name = 'WireError';
@@ -26,7 +26,7 @@ const I64 = 1;
 const LEN = 2;
 const I32 = 5;
 
-class Reader {
+export class Reader {
   readonly buf: Buffer;
   pos: number;
   constructor(buf: Buffer, pos: number) {
@@ -337,7 +337,15 @@ export function decodeHealthRequest(buf: Buffer): string {
  * a number is a varint (int32/enum; negative numbers take 10 bytes), a nested array is an embedded
  * message (written even when empty: presence matters for wrappers such as BoolValue).
  */
-export type Field = readonly [number, string | Uint8Array | number | readonly Field[]];
+export type Field = readonly [number, string | Uint8Array | number | F64 | readonly Field[]];
+
+/** A `double` field's value (wire type I64, little-endian IEEE 754): google.protobuf.Value's `number_value`. */
+export class F64 {
+  readonly value: number;
+  constructor(value: number) {
+    this.value = value;
+  }
+}
 
 function varintSize(n: number): number {
   if (n < 0) return 10;
@@ -353,6 +361,7 @@ function payloadSize(v: Field[1]): number {
   if (typeof v === 'string') return Buffer.byteLength(v);
   if (typeof v === 'number') return varintSize(v);
   if (v instanceof Uint8Array) return v.length;
+  if (v instanceof F64) return 8;
   return messageSize(v as readonly Field[]);
 }
 
@@ -360,7 +369,7 @@ function messageSize(fields: readonly Field[]): number {
   let n = 0;
   for (const [no, v] of fields) {
     const p = payloadSize(v);
-    n += varintSize(no << 3) + (typeof v === 'number' ? p : varintSize(p) + p);
+    n += varintSize(no << 3) + (typeof v === 'number' || v instanceof F64 ? p : varintSize(p) + p);
   }
   return n;
 }
@@ -406,6 +415,10 @@ class Writer {
         this.varint(v.length);
         this.buf.set(v, this.pos);
         this.pos += v.length;
+      } else if (v instanceof F64) {
+        this.varint((no << 3) | I64);
+        this.buf.writeDoubleLE(v.value, this.pos);
+        this.pos += 8;
       } else {
         this.varint((no << 3) | LEN);
         this.varint(messageSize(v as readonly Field[]));
@@ -429,12 +442,12 @@ export function frameMessage(fields: readonly Field[]): Buffer {
 
 type HeaderOptionList = readonly HeaderValueOption[];
 
-function headerOptions(list: HeaderOptionList | undefined): Field[] {
+function headerOptions(list: HeaderOptionList | undefined, fieldNo = 2): Field[] {
   const out: Field[] = [];
   for (const h of list ?? []) {
     const opt: Field[] = [[1, [[1, h.header.key], [2, h.header.value]]]];
     if (h.append) opt.push([2, [[1, h.append.value ? 1 : 0]]]);
-    out.push([2, opt]);
+    out.push([fieldNo, opt]);
   }
   return out;
 }
@@ -463,17 +476,22 @@ export function checkResponseFields(res: CheckResponse): Field[] {
     const o = res.ok_response;
     const f: Field[] = headerOptions(o.headers);
     for (const name of o.headers_to_remove ?? []) f.push([5, name]);
+    f.push(...headerOptions(o.response_headers_to_add, 6));
     out.push([3, f]);
   }
-  if (res.dynamic_metadata) {
-    const entries: Field[] = [];
-    for (const [k, v] of Object.entries(res.dynamic_metadata.fields ?? {})) {
-      const value: Field[] = v.stringValue !== undefined ? [[3, v.stringValue]] : [];
-      entries.push([1, [[1, k], [2, value]]]);
-    }
-    out.push([4, entries]);
-  }
+  if (res.dynamic_metadata) out.push([4, structFields(res.dynamic_metadata.fields)]);
   return out;
+}
+
+/** google.protobuf.Struct: map<string, Value> fields = 1 (Value: number 2, string 3, struct 5). */
+function structFields(fields: Readonly<Record<string, MetadataValue>> | undefined): Field[] {
+  const entries: Field[] = [];
+  for (const [k, v] of Object.entries(fields ?? {})) {
+    const value: Field[] =
+      'stringValue' in v ? [[3, v.stringValue]] : 'numberValue' in v ? [[2, new F64(v.numberValue)]] : [[5, structFields(v.structValue.fields)]];
+    entries.push([1, [[1, k], [2, value]]]);
+  }
+  return entries;
 }
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */

@@ -1,0 +1,60 @@
+/**
+ * `envoy.service.ext_proc.v3.ExternalProcessor/Process` (bidirectional): each ProcessingRequest
+ * is handed to a metered stream (`src/metering/meter.ts`) and answered at once with what it says
+ * (nothing in `observability_mode`); when the stream has nothing more to meter it is ended with
+ * gRPC OK, which Envoy takes as "continue without processing". The answers never change a
+ * response (only an OpenAI streamed request body, to ask for usage). A stream refused at the
+ * stream bound, or any failure while metering, is ended with OK too: metering never fails a
+ * request (with `failure_mode_allow: true` in envoy.yaml, not even an error status would).
+ */
+import type { Meter } from '../../../metering/meter.ts';
+import { GrpcStatus as Status } from '../grpc.ts';
+import type { Call, CallListener, ServiceMethod } from '../../service.ts';
+
+export const EXT_PROC_SERVICE = 'envoy.service.ext_proc.v3.ExternalProcessor';
+export const PROCESS_PATH = `/${EXT_PROC_SERVICE}/Process`;
+
+/** An encoded message with the 5-byte gRPC prefix (not compressed). */
+function frame(message: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  message.copy(out, 5);
+  return out;
+}
+
+export class ExtProcMethod implements ServiceMethod {
+  readonly path = PROCESS_PATH;
+  readonly kind = 'bidi' as const;
+  readonly #meter: Meter;
+
+  constructor(meter: Meter) {
+    this.#meter = meter;
+  }
+
+  open(call: Call): CallListener {
+    const stream = this.#meter.open();
+    if (stream === null) {
+      call.end(Status.OK);
+      return { message: () => {} };
+    }
+    stream.onExpire = () => call.end(Status.OK);
+    return {
+      message: (bytes) => {
+        if (call.closed) return;
+        // the session reads what it needs during the call (the bytes may be a pooled buffer)
+        const step = stream.message(bytes);
+        if (step.reply !== null) call.send(frame(step.reply));
+        if (step.close) {
+          stream.end();
+          call.end(Status.OK);
+        }
+      },
+      halfClose: () => {
+        stream.end();
+        call.end(Status.OK);
+      },
+      cancel: () => stream.end(),
+    };
+  }
+}
