@@ -5,12 +5,16 @@
  * endpoint (forward mode: `X-Forwarded-Method`/`X-Forwarded-Uri`, body included, the entry's
  * family in `x-keygate-protocol`), answers a deny as the sidecar wrote it, and on allow removes
  * the key headers, adds the identity headers and forwards to the upstream with the entry prefix
- * stripped. For trying keygate on one machine only: no TLS, no limits tuning, loopback.
+ * stripped. Each allowed request is metered as Envoy's ext_proc filter would (`ext-proc-envoy.ts`)
+ * when the sidecar's gRPC port is given. For trying keygate on one machine only: no TLS, no limits
+ * tuning, loopback.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import { randomUUID } from 'node:crypto';
 import type { Family } from '../core/family.ts';
+import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
 
 export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
   ['/openai', 'openai'],
@@ -29,7 +33,15 @@ export interface DevGatewayOptions {
   readonly authzPort: number;
   /** Base URL of the upstream, e.g. http://127.0.0.1:8000 (no trailing slash). */
   readonly upstream: string;
+  /** The sidecar's gRPC port: each allowed request is metered there as Envoy's ext_proc filter would (absent: not metered). */
+  readonly grpcPort?: number;
+  /** The identity headers the sidecar's allow sets (defaults: x-keygate-key-id, x-keygate-account-id). */
+  readonly keyIdHeader?: string;
+  readonly accountHeader?: string;
 }
+
+/** The OpenAI endpoints whose request body envoy.yaml sends to metering (to ask a stream for usage). */
+const BODY_TO_METERING = /^\/v1\/(chat\/)?completions(\?|$)/;
 
 function sendJson(res: ServerResponse, status: number, message: string): void {
   const body = JSON.stringify({ error: { message, type: 'dev_gateway_error' } });
@@ -62,15 +74,33 @@ function forwardable(headers: IncomingMessage['headers']): Record<string, string
   return out;
 }
 
-async function copyResponse(res: ServerResponse, r: Response): Promise<void> {
+async function copyResponse(res: ServerResponse, r: Response, meter: EnvoyExtProc | null = null): Promise<void> {
   const headers: Record<string, string> = {};
   r.headers.forEach((v, k) => {
     // fetch() has already decoded the body: its encoding and length no longer apply.
     if (!HOP.has(k) && k !== 'content-encoding') headers[k] = v;
   });
   res.writeHead(r.status, headers);
+  meter?.responseHeaders({ ':status': String(r.status), ...headers }, r.body === null);
   if (r.body === null) {
+    meter?.end();
     res.end();
+    return;
+  }
+  if (meter !== null) {
+    // as Envoy's STREAMED mode: each chunk to metering as it passes to the client
+    try {
+      for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+        meter.responseBody(chunk, false);
+        if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve));
+      }
+      meter.responseBody(new Uint8Array(0), true);
+      res.end();
+    } catch {
+      res.destroy();
+    } finally {
+      meter.end();
+    }
     return;
   }
   await new Promise<void>((resolve) => {
@@ -78,7 +108,9 @@ async function copyResponse(res: ServerResponse, r: Response): Promise<void> {
   });
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewayOptions, log: Logger): Promise<void> {
+type Sessions = ReturnType<typeof extProcSessions> | null;
+
+async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewayOptions, log: Logger, sessions: Sessions): Promise<void> {
   const url = req.url ?? '/';
   const entry = ENTRIES.find(([p]) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
   if (!entry) return sendJson(res, 404, 'dev gateway: no such entry; use /openai/…, /anthropic/… or /google/…');
@@ -108,22 +140,43 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
   authz.headers.forEach((v, k) => {
     if (!NOT_IDENTITY.has(k)) headers[k] = v;
   });
+  // as Envoy: every request carries an x-request-id (generated when the client sent none)
+  headers['x-request-id'] ??= randomUUID();
+  let upBody: Uint8Array = body;
+  let meter: EnvoyExtProc | null = null;
+  const keyId = headers[opts.keyIdHeader ?? 'x-keygate-key-id'];
+  const accountId = headers[opts.accountHeader ?? 'x-keygate-account-id'];
+  if (sessions !== null && keyId !== undefined && accountId !== undefined) {
+    try {
+      meter = EnvoyExtProc.open(sessions.session(), { keyId, accountId });
+      const sendBody = hasBody && entry[1] === 'openai' && BODY_TO_METERING.test(path);
+      meter.requestHeaders({ ':method': method, ':path': path, ':authority': 'dev-gateway', ...headers }, !sendBody);
+      if (sendBody) upBody = (await meter.requestBody(body, 200)) ?? body;
+    } catch (err) {
+      log.warn({ err: { message: (err as Error).message } }, 'dev gateway: metering failed; the request goes on unmetered');
+      meter = null;
+    }
+  }
   let up: Response;
   try {
-    up = await fetch(`${opts.upstream}${path}`, { method, headers, ...(hasBody ? { body: new Uint8Array(body) } : {}) });
+    up = await fetch(`${opts.upstream}${path}`, { method, headers, ...(hasBody ? { body: new Uint8Array(upBody) } : {}) });
   } catch (err) {
+    meter?.end();
     log.error({ err: { message: (err as Error).message } }, 'dev gateway: the upstream did not answer');
     return sendJson(res, 502, 'dev gateway: the upstream did not answer');
   }
-  await copyResponse(res, up);
+  await copyResponse(res, up, meter);
 }
 
 export function createDevGateway(opts: DevGatewayOptions, log: Logger): Server {
-  return createServer((req, res) => {
-    handle(req, res, opts, log).catch((err: unknown) => {
+  const sessions = opts.grpcPort !== undefined ? extProcSessions(opts.grpcPort) : null;
+  const server = createServer((req, res) => {
+    handle(req, res, opts, log, sessions).catch((err: unknown) => {
       log.error({ err: { message: (err as Error)?.message } }, 'dev gateway: request failed');
       if (!res.headersSent) sendJson(res, 500, 'dev gateway: internal error');
       else res.destroy();
     });
   });
+  server.on('close', () => sessions?.close());
+  return server;
 }

@@ -15,13 +15,16 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { accessSync, constants } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { delimiter, join } from 'node:path';
 import type { Logger } from 'pino';
-import { loadConfig } from '../config.ts';
+import { loadConfig, loadConsoleConfig } from '../config.ts';
 import { KeyConsole } from '../console/key-console.ts';
+import { formatAmount } from '../schema/money.ts';
+import { encodePrice, type PriceRecord } from '../schema/prices.ts';
+import { schema } from '../schema/redis-schema.ts';
 import type { Sidecar } from '../main.ts';
 import { createDevGateway } from './gateway.ts';
 import { listenStubUpstream } from './stub-upstream.ts';
@@ -94,13 +97,21 @@ export function findOnPath(cmd: string, path = process.env.PATH ?? ''): string |
   return null;
 }
 
-/** Whether 127.0.0.1:`port` can be bound now (nothing listens there). */
-export async function portFree(port: number): Promise<boolean> {
+function bindable(port: number, host: string): Promise<boolean> {
   const server: Server = createServer();
   return new Promise((resolve) => {
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    // No IPv6 loopback on this machine: nothing can listen on [::1] either.
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(host === '::1' && (err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT')));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * Whether `port` can be bound now on 127.0.0.1 and on [::1] (nothing listens on either): a client
+ * that resolves `localhost` to [::1] would otherwise reach another program.
+ */
+export async function portFree(port: number): Promise<boolean> {
+  return (await bindable(port, '127.0.0.1')) && (await bindable(port, '::1'));
 }
 
 function secretFile(path: string, content: string): void {
@@ -132,22 +143,34 @@ function commandLine(pid: number): string {
   }
 }
 
+function readPid(path: string): number | null {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(path, 'utf8').trim());
+  } catch {
+    return null;
+  }
+  return Number.isSafeInteger(pid) && pid > 1 && pid !== process.pid && alive(pid) ? pid : null;
+}
+
+/** The live redis-server on this port that the directory's pid file names (a leftover of a killed dev), or null. */
+export function leftoverRedis(o: Pick<DevOptions, 'dir' | 'redisPort'>): number | null {
+  const pid = readPid(redisPidFile(o.dir));
+  if (pid === null) return null;
+  const cmd = commandLine(pid);
+  return /redis-server/.test(cmd) && new RegExp(`:${o.redisPort}(\\s|$)`).test(cmd) ? pid : null;
+}
+
 /**
  * A redis-server left running by an earlier `keygate dev` on this directory that did not stop (it
  * was killed): when the directory's pid file names a live redis-server on this port, it is stopped
  * (SIGTERM: it writes its append-only file and exits; SIGKILL after 10 s) and the line saying so is
- * returned. Any other process, or none, is left alone (null).
+ * returned. Any other process, or none, is left alone (null). Called only while this process owns
+ * the directory (`claimDir`): a redis-server of a live dev is never a leftover.
  */
 export async function stopLeftoverRedis(o: Pick<DevOptions, 'dir' | 'redisPort'>): Promise<string | null> {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(redisPidFile(o.dir), 'utf8').trim());
-  } catch {
-    return null;
-  }
-  if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid || !alive(pid)) return null;
-  const cmd = commandLine(pid);
-  if (!/redis-server/.test(cmd) || !new RegExp(`:${o.redisPort}(\\s|$)`).test(cmd)) return null;
+  const pid = leftoverRedis(o);
+  if (pid === null) return null;
   process.kill(pid, 'SIGTERM');
   const deadline = Date.now() + 10_000;
   while (alive(pid)) {
@@ -159,6 +182,55 @@ export async function stopLeftoverRedis(o: Pick<DevOptions, 'dir' | 'redisPort'>
   }
   while (alive(pid)) await new Promise((r) => setTimeout(r, 50));
   return `keygate dev: stopped redis-server (pid ${pid}, port ${o.redisPort}) left running by an earlier keygate dev on this directory`;
+}
+
+/** The owning dev's pid file: written with O_EXCL, removed on stop; a dead owner's is taken over. */
+export const devPidFile = (dir: string) => join(dir, 'dev.pid');
+
+/**
+ * Makes this process the directory's owner, or throws the one line naming the live `keygate dev`
+ * that owns it. A pid file whose process is gone (a killed dev), or now runs something that is not
+ * a `dev`, is taken over. Returns the release function.
+ */
+export function claimDir(dir: string): () => void {
+  const file = devPidFile(dir);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+      return () => {
+        try {
+          if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
+        } catch {
+          /* already gone */
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new DevError(`cannot write ${file}: ${(err as Error).message}`);
+    }
+    const owner = readPid(file);
+    if (owner !== null && /\bdev\b/.test(commandLine(owner) || ' dev ')) {
+      throw new DevError(`${dir} is in use by a running keygate dev (pid ${owner}); stop it (Ctrl-C) or pass --dir <another directory>`);
+    }
+    if (attempt > 0) throw new DevError(`${dir} is being claimed by another keygate dev; try again`);
+    try {
+      unlinkSync(file);
+    } catch {
+      /* another start removed it first; the next attempt decides */
+    }
+  }
+}
+
+/** Every `*.json` state file of the directory parses, or the one line naming the file and what to do. */
+export function checkStateFiles(dir: string): void {
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.json')).sort()) {
+    const file = join(dir, name);
+    try {
+      const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+      if (value === null || typeof value !== 'object') throw new Error('not an object');
+    } catch {
+      throw new DevError(`${file} is truncated or not valid JSON; delete it and start again (a new one is made)`);
+    }
+  }
 }
 
 const redisComponent: DevComponent = {
@@ -221,6 +293,9 @@ const sidecarComponent: DevComponent = {
       listenHost: '127.0.0.1',
       adminHost: '127.0.0.1',
       drainDelayMs: 0,
+      // A plain model name at the OpenAI entry means OpenAI's (the dev gateway sends it there): a key
+      // limited to openai/gpt-4o-mini works with the printed curl's "gpt-4o-mini".
+      bareModelProviders: process.env.KEYGATE_BARE_MODEL_PROVIDER ?? DEV_BARE_MODEL_PROVIDER,
     });
     const { startSidecar } = await import('../main.ts');
     const sidecar = await startSidecar(config, ctx.log);
@@ -235,6 +310,16 @@ const sidecarComponent: DevComponent = {
 };
 
 const DEMO_ACCOUNT = 'demo';
+/** The demo wallet's first credit: 100 currency units. */
+export const DEV_DEMO_CREDIT_MICROS = 100_000_000;
+/** `keygate dev`'s prices (micro-units per million tokens) for whatever the stub upstream serves. */
+export const DEV_PRICES: ReadonlyArray<readonly [string, PriceRecord]> = [
+  ['openai/*', { input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000 }],
+  ['anthropic/*', { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheWrite: 3_750_000 }],
+  ['google/*', { input: 300_000, output: 2_500_000, cachedInput: 75_000 }],
+];
+/** `keygate dev`'s KEYGATE_BARE_MODEL_PROVIDER: its gateway sends /openai to OpenAI only. */
+export const DEV_BARE_MODEL_PROVIDER = 'openai=openai';
 
 const demoKeyComponent: DevComponent = {
   name: 'demo key',
@@ -244,7 +329,7 @@ const demoKeyComponent: DevComponent = {
     const revealPath = join(dir, 'reveal-key');
     if (!existsSync(revealPath)) secretFile(revealPath, `base64:${randomBytes(32).toString('base64')}\n`);
     ctx.revealKey = readFileSync(revealPath, 'utf8').trim();
-    const config = loadConfig({ redisUrl: ctx.redisUrl });
+    const config = loadConsoleConfig({ redisUrl: ctx.redisUrl });
     const kc = new KeyConsole({ redis: ctx.redisUrl, revealKey: ctx.revealKey, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
     const keyPath = join(dir, 'demo-key.json');
     try {
@@ -261,7 +346,18 @@ const demoKeyComponent: DevComponent = {
         secretFile(keyPath, `${JSON.stringify(demo)}\n`);
       }
       ctx.demoKey = demo;
-      return { lines: [`demo key   account ${demo.account}, key id ${demo.id} (saved in ${keyPath})`], stop: async () => {} };
+      // Metering: a price for every stub model (kept when already set) and a funded demo wallet
+      // (credited once: the reference makes a restart a no-op), so spending shows.
+      const prices = schema(config.redisNamespace).prices();
+      for (const [model, price] of DEV_PRICES) await kc.redis.hsetnx(prices, model, encodePrice(price));
+      const credit = await kc.creditAccount(demo.account, DEV_DEMO_CREDIT_MICROS, 'keygate-dev-initial-credit');
+      return {
+        lines: [
+          `demo key   account ${demo.account}, key id ${demo.id} (saved in ${keyPath})`,
+          `wallet     demo balance ${formatAmount(credit.balanceMicros)} (metered answers are booked from it; prices: ${DEV_PRICES.map(([m]) => m).join(', ')})`,
+        ],
+        stop: async () => {},
+      };
     } finally {
       await kc.close();
     }
@@ -334,7 +430,7 @@ const gatewayComponent: DevComponent = {
   name: 'gateway',
   ports: (o) => [{ port: o.gatewayPort, flag: '--gateway-port' }],
   async start(ctx) {
-    const server = createDevGateway({ authzPort: ctx.sidecar!.httpPort, upstream: ctx.upstreamUrl! }, ctx.log);
+    const server = createDevGateway({ authzPort: ctx.sidecar!.httpPort, upstream: ctx.upstreamUrl!, grpcPort: ctx.sidecar!.grpcPort }, ctx.log);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(ctx.options.gatewayPort, '127.0.0.1', () => resolve());
@@ -371,6 +467,7 @@ export function usageLines(ctx: DevContext): string[] {
     `  curl -sS ${g}/anthropic/v1/messages -H "x-api-key: $KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '{"model":"claude-3-5-haiku-latest","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}'`,
     `  curl -sS ${g}/google/v1beta/models/gemini-2.0-flash:generateContent -H "x-goog-api-key: $KEY" -H 'content-type: application/json' -d '{"contents":[{"parts":[{"text":"hi"}]}]}'`,
     `  curl -sS ${g}/openai/v1/chat/completions -H 'Authorization: Bearer kg_wrong' -d '{}'   # a deny, in the OpenAI error shape`,
+    `A key limited to openai/gpt-4o-mini accepts "gpt-4o-mini" at the OpenAI entry here (KEYGATE_BARE_MODEL_PROVIDER=${process.env.KEYGATE_BARE_MODEL_PROVIDER ?? DEV_BARE_MODEL_PROVIDER}).`,
     '',
     'SDK base URLs:',
     `  openai             ${g}/openai/v1`,
@@ -396,22 +493,33 @@ export function usageLines(ctx: DevContext): string[] {
  */
 export async function startDev(options: DevOptions, log: Logger, components = devComponents()): Promise<{ ctx: DevContext; banner: string[]; stop(): Promise<void> }> {
   if (!findOnPath('redis-server')) throw new DevError('redis-server not found on PATH; run scripts/install (Debian/Ubuntu: apt-get install redis-server)');
-  const leftover = await stopLeftoverRedis(options);
-  const seen = new Set<number>();
-  for (const c of components) {
-    for (const { port, flag } of c.ports(options)) {
-      if (seen.has(port)) throw new DevError(`port ${port} is given twice; pick distinct ports (${flag})`);
-      seen.add(port);
-      if (!(await portFree(port))) throw new DevError(`port ${port} (${c.name}) is already in use; stop what uses it or pass ${flag} <port>`);
-    }
-  }
   mkdirSync(options.dir, { recursive: true, mode: 0o700 });
+  const release = claimDir(options.dir);
+  let leftover: string | null;
+  try {
+    const seen = new Set<number>();
+    for (const c of components) {
+      for (const { port, flag } of c.ports(options)) {
+        if (seen.has(port)) throw new DevError(`port ${port} is given twice; pick distinct ports (${flag})`);
+        seen.add(port);
+        // The Redis port may be held by this directory's own leftover redis-server (stopped below).
+        if (port === options.redisPort && leftoverRedis(options) !== null) continue;
+        if (!(await portFree(port))) throw new DevError(`port ${port} (${c.name}) is already in use; stop what uses it or pass ${flag} <port>`);
+      }
+    }
+    checkStateFiles(options.dir);
+    leftover = await stopLeftoverRedis(options);
+  } catch (err) {
+    release();
+    throw err;
+  }
   const ctx: DevContext = { options, log, redisUrl: `redis://127.0.0.1:${options.redisPort}` };
   const started: Running[] = [];
   const stop = async () => {
     for (const r of started.reverse().splice(0)) {
       await r.stop().catch((err: unknown) => log.error({ err: { message: (err as Error)?.message } }, 'dev: stop failed'));
     }
+    release();
   };
   try {
     await Promise.all(components.map((c) => c.load?.()));

@@ -7,6 +7,68 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { listenOn } from '../lifecycle.ts';
 
 export const UPSTREAM_TEXT = 'hello from upstream';
+/** The token counts every stub answer reports (each family in its own shape, streamed or not). */
+export const STUB_USAGE = { input: 12, output: 5 } as const;
+
+/** A streamed answer: the content type and the body's pieces (sent as separate writes). */
+export interface StubStream {
+  readonly contentType: string;
+  readonly chunks: readonly string[];
+}
+
+const sse = (events: readonly unknown[], named = false): string[] =>
+  events.map((e) => (named ? `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify(e)}\n\n` : `data: ${JSON.stringify(e)}\n\n`));
+
+/**
+ * The streamed answer of a request asking for one (OpenAI and Anthropic `stream: true`, Google
+ * `:streamGenerateContent` as SSE with `alt=sse` or as a JSON array), or null. OpenAI sends its usage
+ * chunk only when the request asked (`stream_options.include_usage: true`), as OpenAI does.
+ */
+export function stubStream(method: string, url: string, body: string): StubStream | null {
+  if (method !== 'POST') return null;
+  const [path, query = ''] = url.split('?') as [string, string?];
+  let req: { model?: unknown; stream?: unknown; stream_options?: { include_usage?: unknown } } = {};
+  try {
+    req = JSON.parse(body) as typeof req;
+  } catch {
+    /* not JSON */
+  }
+  const model = typeof req.model === 'string' ? req.model : 'unknown';
+  const created = Math.floor(Date.now() / 1000);
+  const half = Math.ceil(UPSTREAM_TEXT.length / 2);
+  const parts = [UPSTREAM_TEXT.slice(0, half), UPSTREAM_TEXT.slice(half)];
+  if (path === '/v1/chat/completions' && req.stream === true) {
+    const chunk = (delta: object, finish: string | null) => ({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
+    const events: unknown[] = [chunk({ role: 'assistant', content: '' }, null), ...parts.map((t) => chunk({ content: t }, null)), chunk({}, 'stop')];
+    if (req.stream_options?.include_usage === true) {
+      events.push({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output } });
+    }
+    return { contentType: 'text/event-stream', chunks: [...sse(events), 'data: [DONE]\n\n'] };
+  }
+  if (path === '/v1/messages' && req.stream === true) {
+    const events = [
+      { type: 'message_start', message: { id: 'msg_stub', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: STUB_USAGE.input, output_tokens: 1 } } },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      ...parts.map((t) => ({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: t } })),
+      { type: 'content_block_stop', index: 0 },
+      { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: STUB_USAGE.output } },
+      { type: 'message_stop' },
+    ];
+    return { contentType: 'text/event-stream', chunks: sse(events, true) };
+  }
+  const g = /^\/v1(?:beta)?\/models\/([^/:]+):streamGenerateContent$/.exec(path);
+  if (g) {
+    const modelVersion = decodeURIComponent(g[1]!);
+    const pieces = parts.map((t, i) => ({
+      candidates: [{ content: { role: 'model', parts: [{ text: t }] }, ...(i === parts.length - 1 ? { finishReason: 'STOP' } : {}), index: 0 }],
+      usageMetadata: i === parts.length - 1 ? { promptTokenCount: STUB_USAGE.input, candidatesTokenCount: STUB_USAGE.output, totalTokenCount: STUB_USAGE.input + STUB_USAGE.output } : { promptTokenCount: STUB_USAGE.input, totalTokenCount: STUB_USAGE.input },
+      modelVersion,
+    }));
+    if (new URLSearchParams(query).get('alt') === 'sse') return { contentType: 'text/event-stream', chunks: sse(pieces).map((c) => c.replace(/\n\n$/, '\r\n\r\n')) };
+    return { contentType: 'application/json', chunks: pieces.map((p, i) => `${i === 0 ? '[' : ',\r\n'}${JSON.stringify(p)}`).concat([']']) };
+  }
+  return null;
+}
 
 export function stubAnswer(method: string, url: string, body: string): { status: number; json: unknown } {
   const path = url.split('?')[0]!;
@@ -27,7 +89,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
         created,
         model,
         choices: [{ index: 0, message: { role: 'assistant', content: UPSTREAM_TEXT, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
+        usage: { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output },
       },
     };
   }
@@ -42,7 +104,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
         content: [{ type: 'text', text: UPSTREAM_TEXT }],
         stop_reason: 'end_turn',
         stop_sequence: null,
-        usage: { input_tokens: 1, output_tokens: 3 },
+        usage: { input_tokens: STUB_USAGE.input, output_tokens: STUB_USAGE.output },
       },
     };
   }
@@ -52,7 +114,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
       status: 200,
       json: {
         candidates: [{ content: { role: 'model', parts: [{ text: UPSTREAM_TEXT }] }, finishReason: 'STOP', index: 0 }],
-        usageMetadata: { promptTokenCount: 1, candidatesTokenCount: 3, totalTokenCount: 4 },
+        usageMetadata: { promptTokenCount: STUB_USAGE.input, candidatesTokenCount: STUB_USAGE.output, totalTokenCount: STUB_USAGE.input + STUB_USAGE.output },
         modelVersion: decodeURIComponent(g[1]!),
       },
     };
@@ -75,6 +137,18 @@ export function createStubUpstream(onRequest: (r: UpstreamRequest) => void = () 
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
       onRequest({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      const st = stubStream(req.method ?? '', req.url ?? '', body);
+      if (st !== null) {
+        res.writeHead(200, { 'content-type': st.contentType });
+        void (async () => {
+          for (const c of st.chunks) {
+            res.write(c);
+            await new Promise((r) => setImmediate(r));
+          }
+          res.end();
+        })();
+        return;
+      }
       const a = stubAnswer(req.method ?? '', req.url ?? '', body);
       const out = JSON.stringify(a.json);
       res.writeHead(a.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });

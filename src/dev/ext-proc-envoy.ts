@@ -1,0 +1,178 @@
+/**
+ * The Envoy side of ext_proc for `keygate dev`'s gateway: it plays Envoy's ext_proc filter (as
+ * envoy.yaml configures it) against the sidecar's `ExternalProcessor/Process` over HTTP/2 —
+ * request headers with the ext_authz identity forwarded as metadata, the request body of OpenAI
+ * chat/completions (whole), response headers, response body chunks; the request body's answer is
+ * awaited and a body mutation applied, every other answer is read and dropped (metering never
+ * changes a response). Any failure just stops metering that request (failure_mode_allow).
+ *
+ * ProcessingRequest fields (envoy/service/ext_proc/v3/external_processor.proto): request_headers 2,
+ * response_headers 3, request_body 4, response_body 5, metadata_context 8; HttpHeaders {headers 1
+ * (HeaderMap {headers 1: HeaderValue {key 1, raw_value 3}}), end_of_stream 3}; HttpBody {body 1,
+ * end_of_stream 2}; Metadata {filter_metadata 1: map<string, Struct>}.
+ */
+import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import { frameMessage, type Field } from '../transport/grpc/codec.ts';
+import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
+
+const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
+
+function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
+  const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
+  const http: Field[] = [[1, map]];
+  if (eos) http.push([3, 1]);
+  return [no, http];
+}
+
+function bodyField(no: number, body: Uint8Array, eos: boolean): Field {
+  const f: Field[] = [];
+  if (body.length > 0) f.push([1, body]);
+  if (eos) f.push([2, 1]);
+  return [no, f];
+}
+
+function metadataField(identity: { keyId: string; accountId: string; model?: string }): Field {
+  const value = (v: string): Field[] => [[3, v]];
+  const fields: Field[] = [
+    [1, [[1, 'key_id'], [2, value(identity.keyId)]]],
+    [1, [[1, 'account_id'], [2, value(identity.accountId)]]],
+  ];
+  if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
+  return [8, [[1, [[1, AUTHZ_NAMESPACE], [2, fields]]]]];
+}
+
+/** Reads a varint at `pos` → [value, next]. */
+function varint(b: Buffer, pos: number): [number, number] {
+  let v = 0;
+  let mul = 1;
+  for (let i = 0; i < 10 && pos < b.length; i++) {
+    const byte = b[pos++]!;
+    v += (byte & 0x7f) * mul;
+    if (byte < 0x80) return [v, pos];
+    mul *= 128;
+  }
+  throw new Error('bad varint');
+}
+
+/** The length-delimited field `no` of a message, or null. */
+function lenField(b: Buffer, no: number): Buffer | null {
+  let pos = 0;
+  let found: Buffer | null = null;
+  while (pos < b.length) {
+    const [tag, p] = varint(b, pos);
+    pos = p;
+    const wt = tag & 7;
+    if (wt === 0) pos = varint(b, pos)[1];
+    else if (wt === 2) {
+      const [n, q] = varint(b, pos);
+      if (tag >>> 3 === no) found = b.subarray(q, q + n);
+      pos = q + n;
+    } else if (wt === 1) pos += 8;
+    else if (wt === 5) pos += 4;
+    else throw new Error('bad wire type');
+  }
+  return found;
+}
+
+/** ProcessingResponse.request_body(3).response(1).body_mutation(3).body(1), or null. */
+export function requestBodyMutation(resp: Buffer): Buffer | null {
+  const rb = lenField(resp, 3);
+  const common = rb && lenField(rb, 1);
+  const mutation = common && lenField(common, 3);
+  return mutation ? lenField(mutation, 1) : null;
+}
+
+/** One request metered by the sidecar, as Envoy's ext_proc filter would. */
+export class EnvoyExtProc {
+  readonly #stream: ClientHttp2Stream;
+  readonly #answers: Buffer[] = [];
+  #pending: Buffer = Buffer.alloc(0);
+  #waiter: (() => void) | null = null;
+  #failed = false;
+  readonly #metadata: Field;
+
+  private constructor(stream: ClientHttp2Stream, metadata: Field) {
+    this.#stream = stream;
+    this.#metadata = metadata;
+    stream.on('data', (d: Buffer) => this.#data(d));
+    const fail = () => {
+      this.#failed = true;
+      this.#waiter?.();
+    };
+    stream.on('error', fail);
+    stream.on('close', fail);
+  }
+
+  /** Opens a Process stream on `session`. */
+  static open(session: ClientHttp2Session, identity: { keyId: string; accountId: string }): EnvoyExtProc {
+    const stream = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+    return new EnvoyExtProc(stream, metadataField(identity));
+  }
+
+  #data(d: Buffer): void {
+    this.#pending = this.#pending.length === 0 ? d : Buffer.concat([this.#pending, d]);
+    while (this.#pending.length >= 5) {
+      const n = this.#pending.readUInt32BE(1);
+      if (this.#pending.length < 5 + n) break;
+      this.#answers.push(this.#pending.subarray(5, 5 + n));
+      this.#pending = this.#pending.subarray(5 + n);
+    }
+    this.#waiter?.();
+  }
+
+  #send(f: Field): void {
+    if (this.#failed || this.#stream.destroyed) return;
+    this.#stream.write(frameMessage([f, this.#metadata]));
+  }
+
+  requestHeaders(headers: Record<string, string>, eos: boolean): void {
+    this.#send(headerMapField(2, headers, eos));
+  }
+
+  /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, or null. */
+  async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | null> {
+    const want = this.#answers.length + 2; // the request headers' answer and this one
+    this.#send(bodyField(4, body, true));
+    const deadline = Date.now() + timeoutMs;
+    while (this.#answers.length < want && !this.#failed && Date.now() < deadline) {
+      await new Promise<void>((r) => {
+        this.#waiter = r;
+        setTimeout(r, Math.max(1, deadline - Date.now())).unref();
+      });
+      this.#waiter = null;
+    }
+    const a = this.#answers[want - 1];
+    return a === undefined ? null : requestBodyMutation(a);
+  }
+
+  responseHeaders(headers: Record<string, string>, eos: boolean): void {
+    this.#send(headerMapField(3, headers, eos));
+  }
+
+  responseBody(chunk: Uint8Array, eos: boolean): void {
+    this.#send(bodyField(5, chunk, eos));
+  }
+
+  /** The response is over (half-close; the sidecar books what it saw). */
+  end(): void {
+    if (!this.#stream.destroyed) this.#stream.end();
+  }
+}
+
+/** One HTTP/2 session to the sidecar's gRPC port, reconnected when it goes. */
+export function extProcSessions(grpcPort: number): { session(): ClientHttp2Session; close(): void } {
+  let s: ClientHttp2Session | null = null;
+  return {
+    session() {
+      if (s === null || s.closed || s.destroyed) {
+        s = connect(`http://127.0.0.1:${grpcPort}`);
+        s.on('error', () => {});
+        s.unref();
+      }
+      return s;
+    },
+    close() {
+      s?.close();
+    },
+  };
+}

@@ -1,0 +1,486 @@
+/**
+ * An incremental JSON reader for metering: bytes in, chunk by chunk, split anywhere (inside a
+ * string, a number, a UTF-8 character or an escape), nothing of the body kept. It follows a schema
+ * (`JsonNode`) of the few paths metering reads and captures only those: integer counts into number
+ * slots, short strings (model, event type) into string slots, and the length in Unicode code points
+ * of generated text. Everything else is skipped byte by byte without building anything.
+ *
+ * A "record" is the top-level value, or each element when the top level is an array (Google's
+ * streamed JSON array `[{…},{…}]`): when a record's closing bracket is read, `onRecord` is called
+ * with the slots and they are cleared for the next.
+ *
+ * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, two strings of at
+ * most STRING_MAX bytes. Deeper nesting or bytes that are not JSON stop the reader (`failed`); it
+ * reads nothing more until `reset()` (each SSE event resets it).
+ *
+ * It is a reader of the values metering needs, not a validator: malformed JSON is not always
+ * detected, and what a malformed record yields is bounded by the same checks as any count (a count
+ * is a non-negative integer of at most MAX_COUNT, or it is marked bad and never used).
+ */
+
+/** What a value at a schema position is read for. */
+export interface JsonNode {
+  /** Object members read (anything else is skipped): names as bytes, and their nodes, in the same order. */
+  readonly keys?: readonly Uint8Array[];
+  readonly keyNodes?: readonly JsonNode[];
+  /** The node of every element when the value is an array. */
+  readonly items?: JsonNode;
+  /** A count: the number slot it goes to. */
+  readonly count?: number;
+  /** A short string: the string slot it goes to. */
+  readonly str?: number;
+  /** Generated text: its code points are added to `text`. */
+  readonly text?: boolean;
+  /** Every string below this value (at any depth) is text. */
+  readonly deepText?: boolean;
+}
+
+/** An object node: its members by name (ASCII names without escapes: the only ones matched). */
+export function obj(members: Record<string, JsonNode>): JsonNode {
+  const names = Object.keys(members);
+  return { keys: names.map((k) => Buffer.from(k, 'latin1')), keyNodes: names.map((k) => members[k]!) };
+}
+export function arr(items: JsonNode): JsonNode {
+  return { items };
+}
+export const count = (slot: number): JsonNode => ({ count: slot });
+export const str = (slot: number): JsonNode => ({ str: slot });
+export const TEXT: JsonNode = { text: true };
+export const DEEP_TEXT: JsonNode = { deepText: true };
+
+/** Number slots per record. */
+export const SLOT_COUNT = 8;
+/** String slots per record. */
+export const STRING_SLOTS = 2;
+/** The longest captured string, in bytes (longer: the slot is marked bad). */
+export const STRING_MAX = 256;
+/** The deepest nesting read. */
+export const MAX_DEPTH = 64;
+/** The longest key compared with the schema's names, in bytes. */
+const KEY_MAX = 48;
+/** The largest count taken (2^40, about 1.1e12 tokens); larger is hostile. */
+export const MAX_COUNT = 2 ** 40;
+
+/** Slot states. */
+export const UNSEEN = 0;
+export const SEEN = 1;
+/** Negative, fractional, too large, or not a number. */
+export const BAD = 2;
+
+export interface RecordView {
+  readonly counts: readonly number[];
+  readonly countState: readonly number[];
+  readonly strings: readonly (string | null)[];
+  /** String slots whose value was not a short string. */
+  readonly stringBad: readonly number[];
+  /** Code points of text in this record. */
+  readonly text: number;
+}
+
+const WS = new Uint8Array(256);
+for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1;
+/** Inside a string: 1 = `"` or `\` (stops a run). */
+const STOP = new Uint8Array(256);
+STOP[0x22] = 1;
+STOP[0x5c] = 1;
+
+// states
+const S_VALUE = 0; // expecting a value
+const S_AFTER = 1; // after a value: `,` or a closing bracket
+const S_KEY = 2; // expecting a key's opening quote (or `}` right after `{`)
+const S_COLON = 3;
+const S_STRING = 4;
+const S_ESC = 5;
+const S_UHEX = 6;
+const S_NUMBER = 7;
+const S_LITERAL = 8;
+const S_FAILED = 9;
+const S_DONE = 10; // a top-level non-array value completed
+
+// what the current string is
+const STR_SKIP = 0;
+const STR_KEY = 1;
+const STR_TEXT = 2;
+const STR_CAPTURE = 3;
+const STR_BADCOUNT = 4; // a string where a count was expected
+
+const OBJ = 1;
+const ARR = 2;
+
+export class JsonReader implements RecordView {
+  private readonly rootObject: JsonNode;
+  private readonly arrayRoot: JsonNode;
+  private readonly onRecord: (r: RecordView) => void;
+
+  private state = S_VALUE;
+  private depth = 0;
+  private readonly kinds: number[] = new Array<number>(MAX_DEPTH + 1).fill(0);
+  private readonly nodes: (JsonNode | null)[] = new Array(MAX_DEPTH + 1).fill(null);
+  /** >0: inside a deep-text subtree opened at that depth. */
+  private deepFrom = 0;
+  /** The node the next value is read for (null: skipped). */
+  private next: JsonNode | null;
+  private recordDepth = 0; // 0: the top value is the record; 1: each element of a top array
+  private topArray = false;
+
+  private strMode = STR_SKIP;
+  private hex = 0;
+  private hexLeft = 0;
+  private readonly keyBuf: number[] = new Array<number>(KEY_MAX).fill(0);
+  private keyLen = 0; // > KEY_MAX: too long to match
+  private readonly capBuf: number[] = [];
+  private capLen = 0;
+  private capSlot = 0;
+
+  // number being read
+  private numSlot = -1;
+  private numVal = 0;
+  private numBad = false;
+  private numDigits = 0;
+
+  // the record being read (this reader is the RecordView handed to onRecord)
+  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  readonly strings: (string | null)[] = [null, null];
+  readonly stringBad: number[] = [0, 0];
+  /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
+  text = 0;
+
+  /** Records seen since the last reset. */
+  records = 0;
+
+  constructor(root: JsonNode, onRecord: (r: RecordView) => void) {
+    this.rootObject = root;
+    this.arrayRoot = { items: root };
+    this.onRecord = onRecord;
+    this.next = root;
+  }
+
+  get failed(): boolean {
+    return this.state === S_FAILED;
+  }
+
+  /** Ready for a new document (an SSE event's data). */
+  reset(): void {
+    this.state = S_VALUE;
+    this.depth = 0;
+    this.deepFrom = 0;
+    this.next = this.rootObject;
+    this.recordDepth = 0;
+    this.topArray = false;
+    this.records = 0;
+    this.clearRecord();
+  }
+
+  private clearRecord(): void {
+    this.countState.fill(0);
+    this.strings.fill(null);
+    this.stringBad.fill(0);
+    this.text = 0;
+  }
+
+  private fail(): void {
+    this.state = S_FAILED;
+  }
+
+  /** Reads `b[start, end)`. */
+  write(b: Uint8Array, start = 0, end = b.length): void {
+    let i = start;
+    let state = this.state;
+    while (i < end) {
+      switch (state) {
+        case S_FAILED:
+        case S_DONE:
+          // after a complete top-level value only whitespace may follow
+          if (state === S_DONE) {
+            while (i < end && WS[b[i]!] === 1) i++;
+            if (i < end) state = S_FAILED;
+          }
+          this.state = state;
+          return;
+        case S_STRING: {
+          const mode = this.strMode;
+          if (mode === STR_SKIP || mode === STR_BADCOUNT) {
+            while (i < end && STOP[b[i]!] === 0) i++;
+          } else if (mode === STR_TEXT) {
+            let t = 0;
+            while (i < end) {
+              const c = b[i]!;
+              if (STOP[c] === 1) break;
+              if ((c & 0xc0) !== 0x80) t++;
+              i++;
+            }
+            this.text += t;
+          } else {
+            // key or captured string: keep up to its buffer's length
+            const buf = mode === STR_KEY ? this.keyBuf : this.capBuf;
+            const max = mode === STR_KEY ? KEY_MAX : STRING_MAX;
+            let len = mode === STR_KEY ? this.keyLen : this.capLen;
+            while (i < end) {
+              const c = b[i]!;
+              if (STOP[c] === 1) break;
+              if (len < max) buf[len] = c;
+              len++;
+              i++;
+            }
+            if (mode === STR_KEY) this.keyLen = len;
+            else this.capLen = len;
+          }
+          if (i >= end) break;
+          if (b[i] === 0x5c) {
+            state = S_ESC;
+            i++;
+            break;
+          }
+          i++; // closing quote
+          state = this.endString();
+          break;
+        }
+        case S_ESC: {
+          const e = b[i++]!;
+          if (e === 0x75) {
+            state = S_UHEX;
+            this.hex = 0;
+            this.hexLeft = 4;
+          } else {
+            this.escaped(e === 0x6e ? 0x0a : e === 0x74 ? 0x09 : e === 0x72 ? 0x0d : e === 0x62 ? 0x08 : e === 0x66 ? 0x0c : e);
+            state = S_STRING;
+          }
+          break;
+        }
+        case S_UHEX: {
+          const c = b[i++]!;
+          const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : (c | 0x20) >= 0x61 && (c | 0x20) <= 0x66 ? (c | 0x20) - 0x57 : -1;
+          if (d < 0) {
+            state = S_FAILED;
+            break;
+          }
+          this.hex = (this.hex << 4) | d;
+          if (--this.hexLeft === 0) {
+            this.escapedUnit(this.hex);
+            state = S_STRING;
+          }
+          break;
+        }
+        case S_NUMBER: {
+          while (i < end) {
+            const c = b[i]!;
+            if (c >= 0x30 && c <= 0x39) {
+              if (this.numDigits < 17) this.numVal = this.numVal * 10 + (c - 0x30);
+              this.numDigits++;
+            } else if (c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d) this.numBad = true;
+            else break;
+            i++;
+          }
+          if (i >= end) break;
+          this.endNumber();
+          state = this.afterValue();
+          break;
+        }
+        case S_LITERAL: {
+          while (i < end && b[i]! >= 0x61 && b[i]! <= 0x7a) i++;
+          if (i >= end) break;
+          state = this.afterValue();
+          break;
+        }
+        case S_VALUE: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          state = this.startValue(b[i++]!);
+          break;
+        }
+        case S_AFTER: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          const c = b[i++]!;
+          const kind = this.kinds[this.depth];
+          if (c === 0x2c) {
+            if (kind === OBJ) state = S_KEY;
+            else {
+              this.next = this.nodes[this.depth]?.items ?? null;
+              state = S_VALUE;
+            }
+          } else if ((c === 0x7d && kind === OBJ) || (c === 0x5d && kind === ARR)) {
+            state = this.close();
+          } else state = S_FAILED;
+          break;
+        }
+        case S_KEY: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          const c = b[i++]!;
+          if (c === 0x22) {
+            if (this.nodes[this.depth]?.keys !== undefined) {
+              this.strMode = STR_KEY;
+              this.keyLen = 0;
+            } else {
+              this.strMode = STR_SKIP;
+              this.keyLen = -1; // marks "a key, not read"
+            }
+            state = S_STRING;
+          } else if (c === 0x7d && this.kinds[this.depth] === OBJ) {
+            state = this.close();
+          } else state = S_FAILED;
+          break;
+        }
+        case S_COLON: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          state = b[i++] === 0x3a ? S_VALUE : S_FAILED;
+          break;
+        }
+      }
+    }
+    this.state = state;
+  }
+
+
+  private escaped(byte: number): void {
+    const mode = this.strMode;
+    if (mode === STR_TEXT) this.text++;
+    else if (mode === STR_KEY) {
+      // escaped keys never match a schema key (keys metering reads are plain)
+      this.keyLen = KEY_MAX + 1;
+    } else if (mode === STR_CAPTURE) {
+      if (this.capLen < STRING_MAX) this.capBuf[this.capLen] = byte;
+      this.capLen++;
+    }
+  }
+
+  private escapedUnit(unit: number): void {
+    const mode = this.strMode;
+    // a low surrogate completes the pair its high surrogate already counted
+    if (mode === STR_TEXT) {
+      if (unit < 0xdc00 || unit > 0xdfff) this.text++;
+    } else if (mode === STR_KEY) this.keyLen = KEY_MAX + 1;
+    else if (mode === STR_CAPTURE) this.capLen = STRING_MAX + 1; // \u in a model name: refused
+  }
+
+  private endString(): number {
+    const mode = this.strMode;
+    if (mode === STR_KEY || (mode === STR_SKIP && this.keyLen === -1)) {
+      // a key: choose the node of its value
+      let child: JsonNode | null = null;
+      if (mode === STR_KEY && this.keyLen <= KEY_MAX) child = this.member(this.nodes[this.depth]!);
+      this.keyLen = 0;
+      this.next = child;
+      return S_COLON;
+    }
+    if (mode === STR_CAPTURE) {
+      const slot = this.capSlot;
+      if (this.capLen <= STRING_MAX) {
+        this.strings[slot] = Buffer.from(this.capBuf.slice(0, this.capLen)).toString('utf8');
+        this.stringBad[slot] = 0;
+      } else {
+        this.strings[slot] = null;
+        this.stringBad[slot] = 1;
+      }
+    } else if (mode === STR_BADCOUNT) {
+      this.countState[this.numSlot] = BAD;
+    }
+    return this.afterValue();
+  }
+
+  /** The node of the member whose name is in keyBuf, or null. */
+  private member(node: JsonNode): JsonNode | null {
+    const keys = node.keys!;
+    const n = this.keyLen;
+    const kb = this.keyBuf;
+    for (let k = 0; k < keys.length; k++) {
+      const name = keys[k]!;
+      if (name.length !== n) continue;
+      let j = 0;
+      while (j < n && name[j] === kb[j]) j++;
+      if (j === n) return node.keyNodes![k]!;
+    }
+    return null;
+  }
+
+  private endNumber(): void {
+    const slot = this.numSlot;
+    if (slot < 0) return;
+    const v = this.numVal;
+    if (this.numBad || this.numDigits === 0 || this.numDigits > 16 || v > MAX_COUNT) this.countState[slot] = BAD;
+    else {
+      this.counts[slot] = v;
+      this.countState[slot] = SEEN;
+    }
+  }
+
+  private startValue(c: number): number {
+    const node = this.next;
+    const deep = this.deepFrom > 0;
+    if (c === 0x22) {
+      if (deep || node?.text === true || node?.deepText === true) this.strMode = STR_TEXT;
+      else if (node?.str !== undefined) {
+        this.strMode = STR_CAPTURE;
+        this.capSlot = node.str;
+        this.capLen = 0;
+      } else if (node?.count !== undefined) {
+        this.strMode = STR_BADCOUNT;
+        this.numSlot = node.count;
+      } else this.strMode = STR_SKIP;
+      return S_STRING;
+    }
+    if (c === 0x7b || c === 0x5b) {
+      if (this.depth === MAX_DEPTH) return S_FAILED;
+      if (node?.count !== undefined) this.countState[node.count] = BAD;
+      if (node?.str !== undefined) this.stringBad[node.str] = 1;
+      const d = ++this.depth;
+      this.kinds[d] = c === 0x7b ? OBJ : ARR;
+      if (d === 1 && c === 0x5b && node === this.rootObject) {
+        // a top-level array: each element is a record
+        this.topArray = true;
+        this.recordDepth = 1;
+        this.nodes[d] = this.arrayRoot;
+      } else this.nodes[d] = node !== null && (c === 0x7b ? node.keys : node.items) ? node : null;
+      if (node?.deepText === true && this.deepFrom === 0) this.deepFrom = d;
+      if (c === 0x7b) return S_KEY;
+      this.next = this.nodes[d]?.items ?? null;
+      return S_VALUE;
+    }
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      this.numSlot = node?.count ?? -1;
+      this.numVal = c === 0x2d ? 0 : c - 0x30;
+      this.numBad = c === 0x2d;
+      this.numDigits = c === 0x2d ? 0 : 1;
+      return S_NUMBER;
+    }
+    if (c === 0x74 || c === 0x66 || c === 0x6e) {
+      // true/false/null: a count that is a literal is bad, except null (absent, as OpenAI's `"usage": null`)
+      if (node?.count !== undefined && c !== 0x6e) this.countState[node.count] = BAD;
+      return S_LITERAL;
+    }
+    if (c === 0x5d && this.kinds[this.depth] === ARR && this.depth > 0) {
+      // `[]`: an empty array closes right after its opening bracket
+      return this.close();
+    }
+    return S_FAILED;
+  }
+
+  /** After a scalar value (or a closed container) at the current depth. */
+  private afterValue(): number {
+    if (this.depth === this.recordDepth) {
+      if (this.depth === 0) {
+        this.emit();
+        return S_DONE;
+      }
+      this.emit();
+    }
+    return this.depth === 0 ? S_DONE : S_AFTER;
+  }
+
+  private close(): number {
+    const d = this.depth--;
+    if (this.deepFrom === d) this.deepFrom = 0;
+    if (d === 1 && this.topArray) return S_DONE;
+    return this.afterValue();
+  }
+
+  private emit(): void {
+    this.records++;
+    this.onRecord(this);
+    this.clearRecord();
+  }
+}
+

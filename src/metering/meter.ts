@@ -1,0 +1,200 @@
+/**
+ * The metering runtime of a sidecar: opens one `MeterSession` per ext_proc stream (within the
+ * stream bound), ends it (client half-close, the session's `close`, cancel, the lifetime bound,
+ * shutdown), prices its booking with the price table of that moment and hands it to the booker.
+ * Transport-free: the gRPC method (`src/transport/envoy/services/ext-proc.ts`) feeds it bytes.
+ *
+ * A failure here never fails a request: an exception while metering ends that stream's metering
+ * (counted as `internal`, logged without key material) and the stream is closed with OK, which
+ * Envoy takes as "continue without processing".
+ *
+ * Bounds: `maxStreams` open at once (more: refused at once, counted `overload`); each stream lives
+ * at most `maxStreamMs` (then ended and booked from what was seen); per stream, the session's fixed
+ * readers plus a decoder's window when the response is encoded (docs/metering.md, "Bounds").
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { PriceTable } from './pricing.ts';
+import { priceBooking, type Booker } from './booker.ts';
+import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
+import type { MeteringMetrics } from '../telemetry/metering-metrics.ts';
+
+export interface MeterLimits {
+  /** Streams metered at once (default 10,000). */
+  readonly maxStreams: number;
+  /** The longest a stream is metered (default 15 minutes). */
+  readonly maxStreamMs: number;
+}
+
+export const DEFAULT_METER_LIMITS: MeterLimits = { maxStreams: 10_000, maxStreamMs: 15 * 60_000 };
+
+export interface MeterDeps {
+  readonly booker: Booker;
+  /** The price table now (the cached record; a promise when it must be read). */
+  readonly prices: () => PriceTable | Promise<PriceTable>;
+  readonly metrics: MeteringMetrics;
+  readonly log: Logger;
+  readonly options: Omit<MeterOptions, 'newRequestId'>;
+  readonly limits?: MeterLimits;
+  readonly now?: () => number;
+}
+
+const CLOSED: MeterStep = Object.freeze({ reply: null, close: true });
+
+/** One metered stream, as the gRPC method drives it. */
+export interface MeterStream {
+  /** One ProcessingRequest's bytes → the answer to send (or none) and whether to end with OK. */
+  message(bytes: Buffer): MeterStep;
+  /** The stream is over (half-close, cancel, close): book what was seen. Idempotent. */
+  end(): void;
+  /** Called once when the lifetime bound passes (the method then ends the call with OK). */
+  onExpire: (() => void) | null;
+}
+
+export class Meter {
+  readonly #d: MeterDeps;
+  readonly #limits: MeterLimits;
+  readonly #now: () => number;
+  readonly #open = new Set<Stream>();
+  /** Outcomes being priced and queued (awaited by close). */
+  readonly #ending = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(d: MeterDeps) {
+    this.#d = d;
+    this.#limits = d.limits ?? DEFAULT_METER_LIMITS;
+    this.#now = d.now ?? Date.now;
+  }
+
+  get openStreams(): number {
+    return this.#open.size;
+  }
+
+  /** A new stream, or null when the stream bound is reached or the meter is closing (counted). */
+  open(): MeterStream | null {
+    if (this.#closed || this.#open.size >= this.#limits.maxStreams) {
+      this.#d.metrics.unbooked.inc({ reason: this.#closed ? 'shutdown' : 'overload' });
+      this.#d.metrics.streams.inc({ outcome: 'overload' });
+      return null;
+    }
+    const s = new Stream(this, new MeterSession({ ...this.#d.options, newRequestId: () => `m:${randomUUID()}` }), this.#now());
+    this.#open.add(s);
+    s.timer = setTimeout(() => {
+      s.end();
+      s.onExpire?.();
+    }, this.#limits.maxStreamMs);
+    s.timer.unref?.();
+    return s;
+  }
+
+  /** @internal A stream ended: its outcome is priced and queued. */
+  settle(s: Stream, outcome: Promise<MeterOutcome> | null): void {
+    this.#open.delete(s);
+    if (s.timer !== null) clearTimeout(s.timer);
+    if (outcome === null) return; // counted by `internal`
+    const p = outcome.then((o) => this.#book(o, s.openedAt)).catch((err: unknown) => this.internal(err));
+    this.#ending.add(p);
+    void p.finally(() => this.#ending.delete(p));
+  }
+
+  /** @internal A metering bug: counted, logged without key material. */
+  internal(err: unknown): void {
+    this.#d.metrics.failures.inc({ kind: 'internal' });
+    this.#d.metrics.unbooked.inc({ reason: 'internal' });
+    this.#d.log.error({ err: { message: (err as Error)?.message, stack: (err as Error)?.stack } }, 'metering: internal error; the stream is not metered');
+  }
+
+  async #book(o: MeterOutcome, openedAt: number): Promise<void> {
+    const m = this.#d.metrics;
+    const n = o.notes;
+    if (n.failure !== null) m.failures.inc({ kind: n.failure });
+    if (n.anomalies.badCounts > 0) m.anomalies.inc({ kind: 'bad-counts' }, n.anomalies.badCounts);
+    if (n.anomalies.badModel > 0) m.anomalies.inc({ kind: 'bad-model' }, n.anomalies.badModel);
+    if (n.anomalies.clamped > 0) m.anomalies.inc({ kind: 'clamped' }, n.anomalies.clamped);
+    if (n.modelDiffers) m.anomalies.inc({ kind: 'model-differs' });
+    if (n.identityMismatch) m.anomalies.inc({ kind: 'identity-mismatch' });
+    if (n.oversizedEvents > 0) m.anomalies.inc({ kind: 'oversized-events' }, n.oversizedEvents);
+    if (n.cut) m.anomalies.inc({ kind: 'cut' });
+    if (n.requestId === 'generated') m.anomalies.inc({ kind: 'generated-request-id' });
+    if (o.kind === 'none') {
+      m.streams.inc({ outcome: o.reason });
+      if (o.reason === 'no-identity' || o.reason === 'no-response-headers') m.unbooked.inc({ reason: o.reason });
+      return;
+    }
+    m.streams.inc({ outcome: 'booking' });
+    const endedAt = this.#now();
+    let table: PriceTable;
+    try {
+      table = await this.#d.prices();
+    } catch (err) {
+      m.unbooked.inc({ reason: 'prices-unavailable' });
+      this.#d.log.error({ requestId: o.booking.request_id, keyId: o.booking.key_id, err: { message: (err as Error)?.message } }, 'metering: no price table (store unavailable); the response is not booked');
+      return;
+    }
+    const priced = priceBooking(o.booking, table, endedAt);
+    const t = n.trace;
+    const p = n.endpointKind === null ? priced : { ...priced, context: { operation: n.endpointKind, requestModel: n.requestedModel, traceparent: t?.parent, tracestate: t?.state, startedAtMs: openedAt } };
+    if (p.unpriced) m.unpriced.inc();
+    if (p.clamped) m.anomalies.inc({ kind: 'cost-clamped' });
+    if (o.booking.estimated) m.anomalies.inc({ kind: 'estimated' });
+    if (n.failure !== null || n.modelDiffers || n.identityMismatch) {
+      this.#d.log.warn(
+        { requestId: o.booking.request_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch },
+        'metering: response read with a problem (booked from what was read)',
+      );
+    }
+    this.#d.booker.add(p);
+  }
+
+  /** Stops metering: refuses new streams, ends the open ones (booked from what was seen), then drains the booker until `deadline` (epoch ms). */
+  async close(deadline: number): Promise<void> {
+    this.#closed = true;
+    for (const s of [...this.#open]) {
+      s.end();
+      s.onExpire?.();
+    }
+    await Promise.race([Promise.all([...this.#ending]), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref?.())]);
+    await this.#d.booker.close(deadline);
+  }
+}
+
+class Stream implements MeterStream {
+  timer: NodeJS.Timeout | null = null;
+  onExpire: (() => void) | null = null;
+  #ended = false;
+  readonly #meter: Meter;
+  readonly #session: MeterSession;
+  /** When the stream opened (epoch ms), the start of its span. */
+  readonly openedAt: number;
+
+  constructor(meter: Meter, session: MeterSession, openedAt: number) {
+    this.#meter = meter;
+    this.#session = session;
+    this.openedAt = openedAt;
+  }
+
+  message(bytes: Buffer): MeterStep {
+    if (this.#ended) return CLOSED;
+    try {
+      return this.#session.handleBytes(bytes);
+    } catch (err) {
+      this.#meter.internal(err);
+      this.#ended = true;
+      this.#meter.settle(this, null);
+      return CLOSED;
+    }
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    let outcome: Promise<MeterOutcome> | null;
+    try {
+      outcome = this.#session.end();
+    } catch (err) {
+      this.#meter.internal(err);
+      outcome = null;
+    }
+    this.#meter.settle(this, outcome);
+  }
+}

@@ -1,0 +1,372 @@
+/**
+ * One metered request: a state machine fed the decoded messages of one ext_proc stream (request
+ * headers and body, response headers and body chunks, trailers) and its end, answering each
+ * message at once and, at the end, giving the booking of what the upstream served, or nothing.
+ * Pure: no I/O, no clock; the request id generator is injected. The only asynchronous part is
+ * content decoding (Node's zlib), awaited by `end()`.
+ *
+ * Answers: every phase gets its empty answer (no mutation), except an OpenAI streamed chat or
+ * completions request body without `stream_options.include_usage: true`, which is answered with
+ * the body changed to ask for usage (`forceIncludeUsage`; off with the option). In
+ * `observability_mode` nothing is answered (Envoy does not wait).
+ *
+ * Nothing to book (`close: true`, the stream may be ended with gRPC OK): no identity, an endpoint
+ * metering does not read, a response status of 400 or above; and at the end, a stream that never
+ * saw response headers.
+ *
+ * Memory per session, fixed: the response reader (a JsonReader, about 1.5 KiB), the SSE reader
+ * (under 100 bytes), the request reader, a decoder's state when the response is encoded (gzip and
+ * deflate: zlib's 32 KiB window and state, plus one 16 KiB output chunk at a time; br: the window
+ * its sender declares, at most 16 MiB), a 16 KiB batch of encoded input and at most
+ * `maxPendingBytes` of input waiting inside zlib. No
+ * body is kept: a request body asked about usage is read from its message and the changed copy is
+ * the answer.
+ */
+import { createHash } from 'node:crypto';
+import type { Family } from '../core/family.ts';
+import { BOOK_ID_PATTERN } from '../schema/money.ts';
+import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
+import { continueResponse, decodeProcessingRequest, headerOf, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
+import { forceIncludeUsage } from './include-usage.ts';
+import { JsonReader, type RecordView } from './json-reader.ts';
+import { SseReader } from './sse.ts';
+import { foldRecord, isPlainModel, meteredEndpoint, MODEL, normalise, REQUEST_SCHEMA, responseSchema, UsageState, type Anomalies, type EndpointKind, type MeteredEndpoint, type TokenCounts } from './usage.ts';
+
+export interface MeterOptions {
+  /** Set `stream_options.include_usage` in OpenAI streamed requests (KEYGATE_METER_FORCE_USAGE). */
+  readonly forceUsage: boolean;
+  readonly keyIdHeader: string;
+  readonly accountHeader: string;
+  /** The largest SSE event read (larger: skipped, counted). */
+  readonly maxEventBytes: number;
+  /** The most decoded bytes of one encoded response. */
+  readonly maxDecodedBytes: number;
+  /** The most encoded input waiting to be decoded. */
+  readonly maxPendingBytes: number;
+  /** A request id for a response without `x-request-id` (must match the usage-record id pattern). */
+  readonly newRequestId: () => string;
+}
+
+export const DEFAULT_METER_OPTIONS: Omit<MeterOptions, 'newRequestId'> = {
+  forceUsage: true,
+  keyIdHeader: 'x-keygate-key-id',
+  accountHeader: 'x-keygate-account-id',
+  maxEventBytes: 1024 * 1024,
+  maxDecodedBytes: 64 * 1024 * 1024,
+  maxPendingBytes: 1024 * 1024,
+};
+
+/** What the usage log and the books get for one metered response. */
+export interface Booking extends TokenCounts {
+  readonly request_id: string;
+  readonly key_id: string;
+  readonly account: string;
+  /** The model priced: the response's, else the path's, else the request's; null when unknown (priced by `*`). */
+  readonly model: string | null;
+  /** The provider family of the entry (for the price lookup `provider/name`). */
+  readonly family: Family;
+}
+
+export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers';
+
+/** Facts about a metered response for metrics and the log (no key material). */
+export interface MeterNotes {
+  requestId: 'as-sent' | 'hashed' | 'generated';
+  /** The identity headers and the forwarded metadata named different keys (the metadata won). */
+  identityMismatch: boolean;
+  modelFrom: 'response' | 'path' | 'request' | 'metadata' | 'unknown';
+  /** The response named a model that does not start with the one requested. */
+  modelDiffers: boolean;
+  /** The response body ended before its last chunk (client gone, upstream reset, stream closed). */
+  cut: boolean;
+  /** Decoding or reading failed part way (what was read before counts). */
+  failure: DecodeFailure | 'unreadable' | 'undecodable-message' | null;
+  oversizedEvents: number;
+  anomalies: Anomalies;
+  /** How the request body was answered when asked about usage. */
+  forcedUsage: 'changed' | 'unchanged' | 'refused' | null;
+  /** The request's W3C trace context as the proxy sent it (bounded lengths; validated by the tracer), for a span. */
+  trace: { readonly parent: string; readonly state: string | undefined } | null;
+  /** The metered endpoint's kind, once the request headers were read. */
+  endpointKind: EndpointKind | null;
+  /** The model the request asked for (path or body), when read. */
+  requestedModel: string | null;
+}
+
+export type MeterOutcome =
+  | { readonly kind: 'booking'; readonly booking: Booking; readonly notes: MeterNotes }
+  | { readonly kind: 'none'; readonly reason: NoBooking; readonly notes: MeterNotes };
+
+/** The answer to one message: bytes to send (null: none) and whether the stream can be ended. */
+export interface MeterStep {
+  readonly reply: Buffer | null;
+  readonly close: boolean;
+}
+
+const NO_REPLY_OPEN: MeterStep = Object.freeze({ reply: null, close: false });
+const NO_REPLY_CLOSE: MeterStep = Object.freeze({ reply: null, close: true });
+
+/** The booking id of a request id: as sent when it is a usage-record id, else `h:` + its SHA-256 in hex. */
+export function bookingRequestId(sent: string): { id: string; hashed: boolean } {
+  if (BOOK_ID_PATTERN.test(sent)) return { id: sent, hashed: false };
+  return { id: `h:${createHash('sha256').update(sent, 'utf8').digest('hex')}`, hashed: true };
+}
+
+export class MeterSession {
+  private readonly opts: MeterOptions;
+  private endpoint: MeteredEndpoint | null = null;
+  private requestIdSent: string | undefined;
+  private identityHeaders: { keyId?: string; accountId?: string } = {};
+  private metadata: AuthzMetadata | null = null;
+  private sawRequestHeaders = false;
+  private requestBodyChunks = 0;
+  private requestReader: JsonReader | null = null;
+  private requestText: number | null = null;
+  private requestModel: string | null = null;
+  private status = 0;
+  private sawResponseHeaders = false;
+  private responseEnded = false;
+  private noBooking: NoBooking | null = null;
+  private readonly usage = new UsageState();
+  private reader: JsonReader | null = null;
+  private sse: SseReader | null = null;
+  private decoder: ContentDecoder | null = null;
+  private readonly notes: MeterNotes = {
+    requestId: 'as-sent',
+    identityMismatch: false,
+    modelFrom: 'unknown',
+    modelDiffers: false,
+    cut: false,
+    failure: null,
+    oversizedEvents: 0,
+    anomalies: this.usage.anomalies,
+    forcedUsage: null,
+    trace: null,
+    endpointKind: null,
+    requestedModel: null,
+  };
+  private outcome: Promise<MeterOutcome> | null = null;
+
+  constructor(opts: MeterOptions) {
+    this.opts = opts;
+  }
+
+  /** One encoded ProcessingRequest (unframed). An undecodable message ends the stream (nothing can answer it). */
+  handleBytes(message: Buffer): MeterStep {
+    let req: ProcessingRequest;
+    try {
+      req = decodeProcessingRequest(message, { metadata: this.metadata === null });
+    } catch (e) {
+      if (!(e instanceof WireError)) throw e;
+      this.notes.failure ??= 'undecodable-message';
+      this.stopReading();
+      return NO_REPLY_CLOSE;
+    }
+    return this.handle(req);
+  }
+
+  /** One decoded ProcessingRequest. */
+  handle(req: ProcessingRequest): MeterStep {
+    if (req.metadata !== null) this.metadata = req.metadata;
+    const phase = req.phase;
+    if (phase === null) return NO_REPLY_OPEN;
+    let reply: Buffer = continueResponse(phase);
+    switch (phase) {
+      case 'request_headers':
+        this.requestHeaders(req.headers!);
+        break;
+      case 'request_body': {
+        const changed = this.requestBody(req.body!, req.endOfStream, req.observabilityMode);
+        if (changed !== null) reply = changed;
+        break;
+      }
+      case 'response_headers':
+        this.responseHeaders(req.headers!, req.endOfStream);
+        break;
+      case 'response_body':
+        this.responseBody(req.body!, req.endOfStream);
+        break;
+      case 'response_trailers':
+        this.responseEnded = true;
+        break;
+      case 'request_trailers':
+        break;
+    }
+    const close = this.noBooking !== null;
+    return req.observabilityMode ? (close ? NO_REPLY_CLOSE : NO_REPLY_OPEN) : { reply, close };
+  }
+
+  private identity(): { keyId: string; accountId: string } | null {
+    const m = this.metadata;
+    const h = this.identityHeaders;
+    if (m?.keyId !== undefined && m.accountId !== undefined) {
+      if ((h.keyId !== undefined && h.keyId !== m.keyId) || (h.accountId !== undefined && h.accountId !== m.accountId)) this.notes.identityMismatch = true;
+      return { keyId: m.keyId, accountId: m.accountId };
+    }
+    if (h.keyId !== undefined && h.accountId !== undefined && h.keyId !== '' && h.accountId !== '') return { keyId: h.keyId, accountId: h.accountId };
+    return null;
+  }
+
+  private requestHeaders(headers: string[]): void {
+    this.sawRequestHeaders = true;
+    this.requestIdSent = headerOf(headers, 'x-request-id');
+    this.identityHeaders = { keyId: headerOf(headers, this.opts.keyIdHeader), accountId: headerOf(headers, this.opts.accountHeader) };
+    this.endpoint = meteredEndpoint(headerOf(headers, ':path') ?? '');
+    this.notes.endpointKind = this.endpoint?.kind ?? null;
+    const parent = headerOf(headers, 'traceparent');
+    if (parent !== undefined && parent.length <= 128) {
+      const state = headerOf(headers, 'tracestate');
+      this.notes.trace = { parent, state: state !== undefined && state.length <= 512 ? state : undefined };
+    }
+    if (this.identity() === null) this.noBooking = 'no-identity';
+    else if (this.endpoint === null) this.noBooking = 'not-metered';
+    else {
+      this.requestReader = new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
+    }
+  }
+
+  private requestRecord(r: RecordView): void {
+    this.requestText = r.text;
+    const m = r.strings[MODEL];
+    if (m !== null && m !== undefined && isPlainModel(m)) this.requestModel = m;
+  }
+
+  private requestBody(body: Buffer, eos: boolean, observability: boolean): Buffer | null {
+    if (this.noBooking !== null || this.requestReader === null) return null;
+    const first = this.requestBodyChunks++ === 0;
+    this.requestReader.write(body);
+    let changed: Buffer | null = null;
+    const ep = this.endpoint!;
+    if (this.opts.forceUsage && first && eos && !observability && ep.family === 'openai' && (ep.kind === 'chat' || ep.kind === 'completions')) {
+      const f = forceIncludeUsage(body);
+      this.notes.forcedUsage = f.kind;
+      if (f.kind === 'changed') changed = replaceRequestBodyResponse(f.body);
+    }
+    return changed;
+  }
+
+  private responseHeaders(headers: string[], eos: boolean): void {
+    if (this.noBooking !== null) return;
+    this.sawResponseHeaders = true;
+    const status = Number(headerOf(headers, ':status'));
+    this.status = Number.isInteger(status) ? status : 0;
+    if (this.status >= 400 || this.status === 0) {
+      this.noBooking = 'error-status';
+      return;
+    }
+    if (this.endpoint === null) {
+      // response headers without request headers: nothing says what this is
+      this.noBooking = this.identity() === null ? 'no-identity' : 'not-metered';
+      return;
+    }
+    const ep = this.endpoint;
+    const reader = new JsonReader(responseSchema(ep.kind), (r) => foldRecord(ep.kind, r, this.usage));
+    this.reader = reader;
+    const type = (headerOf(headers, 'content-type') ?? '').toLowerCase();
+    let sink: (b: Uint8Array) => void;
+    if (type.startsWith('text/event-stream')) {
+      const sse = new SseReader(
+        {
+          begin: () => reader.reset(),
+          data: (b, s, e) => reader.write(b, s, e),
+          end: () => {},
+          oversized: () => reader.reset(),
+        },
+        this.opts.maxEventBytes,
+      );
+      this.sse = sse;
+      sink = (b) => sse.write(b);
+    } else sink = (b) => reader.write(b);
+    const enc = contentEncodingOf(headerOf(headers, 'content-encoding'));
+    if (enc === null) {
+      this.notes.failure = 'unsupported-encoding';
+      this.reader = null;
+      this.sse = null;
+    } else if (enc === 'identity') this.feed = sink;
+    else {
+      const d = new ContentDecoder(enc, sink, this.opts);
+      this.decoder = d;
+      this.feed = (b) => d.write(b);
+    }
+    if (eos) this.responseEnded = true;
+  }
+
+  private feed: ((b: Uint8Array) => void) | null = null;
+
+  private responseBody(body: Buffer, eos: boolean): void {
+    if (this.noBooking !== null || !this.sawResponseHeaders) return;
+    if (this.feed !== null && body.length > 0) this.feed(body);
+    if (eos) this.responseEnded = true;
+  }
+
+  private stopReading(): void {
+    this.feed = null;
+  }
+
+  /**
+   * The processing stream ended (or was abandoned): the outcome, once the response is read to
+   * where it got. Call once; later calls return the same promise.
+   */
+  end(): Promise<MeterOutcome> {
+    this.outcome ??= this.finish();
+    return this.outcome;
+  }
+
+  private async finish(): Promise<MeterOutcome> {
+    this.feed = null;
+    if (this.decoder !== null) {
+      // a cut stream is decoded as far as it goes too (it then fails as truncated)
+      await this.decoder.end();
+      if (this.decoder.failure !== null) this.notes.failure ??= this.decoder.failure;
+    }
+    const notes = this.notes;
+    if (this.noBooking !== null) return { kind: 'none', reason: this.noBooking, notes };
+    if (!this.sawResponseHeaders) return { kind: 'none', reason: this.sawRequestHeaders ? 'no-response-headers' : 'no-identity', notes };
+    const id = this.identity();
+    if (id === null) return { kind: 'none', reason: 'no-identity', notes };
+    const ep = this.endpoint!;
+    notes.cut = !this.responseEnded;
+    if (this.sse !== null) notes.oversizedEvents = this.sse.oversizedEvents;
+    if (this.reader !== null) {
+      if (this.reader.failed && notes.failure === null && this.sse === null) notes.failure = 'unreadable';
+      this.usage.text += this.reader.text;
+    }
+    if (this.requestText === null && this.requestReader !== null && this.requestBodyChunks > 0) this.requestText = this.requestReader.text;
+    const counts = normalise(ep.family, ep.kind, this.usage, this.requestText);
+    let model: string | null = null;
+    if (this.usage.model !== null) {
+      model = this.usage.model;
+      notes.modelFrom = 'response';
+    } else if (ep.pathModel !== null && isPlainModel(ep.pathModel)) {
+      model = ep.pathModel;
+      notes.modelFrom = 'path';
+    } else if (this.requestModel !== null) {
+      model = this.requestModel;
+      notes.modelFrom = 'request';
+    } else if (this.metadata?.model !== undefined && isPlainModel(this.metadata.model)) {
+      model = this.metadata.model;
+      notes.modelFrom = 'metadata';
+    }
+    const asked = ep.pathModel ?? this.requestModel ?? this.metadata?.model ?? null;
+    notes.requestedModel = asked;
+    if (notes.modelFrom === 'response' && asked !== null && !stripGooglePrefix(model!).toLowerCase().startsWith(stripGooglePrefix(asked).toLowerCase())) notes.modelDiffers = true;
+    let requestId: string;
+    if (this.requestIdSent === undefined || this.requestIdSent === '') {
+      requestId = this.opts.newRequestId();
+      notes.requestId = 'generated';
+    } else {
+      const b = bookingRequestId(this.requestIdSent);
+      requestId = b.id;
+      if (b.hashed) notes.requestId = 'hashed';
+    }
+    return {
+      kind: 'booking',
+      booking: { request_id: requestId, key_id: id.keyId, account: id.accountId, model, family: ep.family, ...counts },
+      notes,
+    };
+  }
+}
+
+function stripGooglePrefix(m: string): string {
+  return m.startsWith('models/') ? m.slice(7) : m;
+}

@@ -1,0 +1,311 @@
+/**
+ * What metering reads from each provider's responses, and how the counts are normalised.
+ *
+ * Endpoints (by the request path, its query ignored): OpenAI `/chat/completions`, `/completions`,
+ * `/embeddings`, `/responses`; Anthropic `/messages`; Google `…/models/{model}:generateContent` and
+ * `:streamGenerateContent`. For each, a schema of the paths read (`JsonNode`, see json-reader.ts)
+ * and a rule that folds each record (a JSON body, an SSE event's data, an element of Google's
+ * streamed array) into a `UsageState`: the latest value of each count wins, never summed.
+ *
+ * Normalised counts: `input` = all input tokens including cache reads and writes; `cached_input` =
+ * the part read from a cache; `cache_write` = the part written to a cache; `output` = all output
+ * including reasoning; `reasoning` = the reasoning part.
+ * - OpenAI: prompt/input tokens already include cached tokens; completion/output include reasoning.
+ * - Anthropic: `input_tokens` excludes `cache_read_input_tokens` and `cache_creation_input_tokens`.
+ * - Google: `promptTokenCount` includes `cachedContentTokenCount`; `candidatesTokenCount`
+ *   excludes `thoughtsTokenCount`.
+ */
+import type { Family } from '../core/family.ts';
+import { pathOnly } from '../core/family.ts';
+import { arr, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+
+export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
+
+export interface MeteredEndpoint {
+  readonly family: Family;
+  readonly kind: EndpointKind;
+  /** The model named in the path (Google), else null. */
+  readonly pathModel: string | null;
+}
+
+// number slots
+export const IN = 0;
+export const OUT = 1;
+export const CACHED = 2;
+export const CACHE_WRITE = 3;
+export const REASONING = 4;
+// string slots
+export const MODEL = 0;
+export const TYPE = 1;
+
+const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+
+/** The metered endpoint of a request path, or null (not metered). */
+export function meteredEndpoint(path: string): MeteredEndpoint | null {
+  const p = pathOnly(path);
+  if (p.endsWith('/chat/completions')) return { family: 'openai', kind: 'chat', pathModel: null };
+  if (p.endsWith('/completions')) return { family: 'openai', kind: 'completions', pathModel: null };
+  if (p.endsWith('/embeddings')) return { family: 'openai', kind: 'embeddings', pathModel: null };
+  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null };
+  if (p.endsWith('/messages')) return { family: 'anthropic', kind: 'messages', pathModel: null };
+  const m = MODEL_PATH.exec(p);
+  if (m) {
+    let model: string | null;
+    try {
+      model = decodeURIComponent(m[1]!);
+    } catch {
+      model = null;
+    }
+    return { family: 'google', kind: m[2] === 'generateContent' ? 'generate' : 'stream-generate', pathModel: model };
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------- schemas
+
+const openaiUsage = obj({
+  prompt_tokens: count(IN),
+  completion_tokens: count(OUT),
+  prompt_tokens_details: obj({ cached_tokens: count(CACHED) }),
+  completion_tokens_details: obj({ reasoning_tokens: count(REASONING) }),
+});
+const toolCalls = arr(obj({ function: obj({ arguments: TEXT }) }));
+const openaiMessage = obj({ content: TEXT, refusal: TEXT, tool_calls: toolCalls });
+const OPENAI_CHAT = obj({
+  model: str(MODEL),
+  usage: openaiUsage,
+  choices: arr(obj({ message: openaiMessage, delta: openaiMessage, text: TEXT })),
+});
+const OPENAI_EMBEDDINGS = obj({ model: str(MODEL), usage: openaiUsage });
+
+const responsesUsage = obj({
+  input_tokens: count(IN),
+  output_tokens: count(OUT),
+  input_tokens_details: obj({ cached_tokens: count(CACHED) }),
+  output_tokens_details: obj({ reasoning_tokens: count(REASONING) }),
+});
+const responsesOutput = arr(obj({ content: arr(obj({ text: TEXT, refusal: TEXT })), arguments: TEXT, summary: arr(obj({ text: TEXT })) }));
+const OPENAI_RESPONSES = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  usage: responsesUsage,
+  output: responsesOutput,
+  // streamed: every event's `response` (its usage counts only in the final events), text deltas
+  response: obj({ model: str(MODEL), usage: responsesUsage }),
+  delta: TEXT,
+});
+
+const anthropicUsage = obj({
+  input_tokens: count(IN),
+  output_tokens: count(OUT),
+  cache_read_input_tokens: count(CACHED),
+  cache_creation_input_tokens: count(CACHE_WRITE),
+});
+const ANTHROPIC = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  usage: anthropicUsage,
+  content: arr(obj({ text: TEXT, thinking: TEXT })),
+  message: obj({ model: str(MODEL), usage: anthropicUsage }),
+  delta: obj({ text: TEXT, partial_json: TEXT, thinking: TEXT }),
+});
+
+const GOOGLE = obj({
+  modelVersion: str(MODEL),
+  usageMetadata: obj({
+    promptTokenCount: count(IN),
+    candidatesTokenCount: count(OUT),
+    cachedContentTokenCount: count(CACHED),
+    thoughtsTokenCount: count(REASONING),
+  }),
+  candidates: arr(obj({ content: obj({ parts: arr(obj({ text: TEXT })) }) })),
+});
+
+/** The request side: the model asked for, and the text of the input (for estimation). */
+export const REQUEST_SCHEMA: JsonNode = obj({
+  model: str(MODEL),
+  messages: DEEP_TEXT,
+  prompt: DEEP_TEXT,
+  input: DEEP_TEXT,
+  instructions: DEEP_TEXT,
+  system: DEEP_TEXT,
+  contents: DEEP_TEXT,
+  systemInstruction: DEEP_TEXT,
+});
+
+export function responseSchema(kind: EndpointKind): JsonNode {
+  switch (kind) {
+    case 'chat':
+    case 'completions':
+      return OPENAI_CHAT;
+    case 'embeddings':
+      return OPENAI_EMBEDDINGS;
+    case 'responses':
+      return OPENAI_RESPONSES;
+    case 'messages':
+      return ANTHROPIC;
+    case 'generate':
+    case 'stream-generate':
+      return GOOGLE;
+  }
+}
+
+// ---------------------------------------------------------------- folding records
+
+/** Anomalies seen in a response, counted for metrics and the log. */
+export interface Anomalies {
+  /** Counts that were negative, fractional, too large or not numbers (ignored). */
+  badCounts: number;
+  /** A model name that was not a short plain string (ignored). */
+  badModel: number;
+  /** Parts that are inconsistent (cached > input, reasoning > output), clamped. */
+  clamped: number;
+}
+
+export function noAnomalies(): Anomalies {
+  return { badCounts: 0, badModel: 0, clamped: 0 };
+}
+
+/** The latest counts seen, per raw provider field. */
+export class UsageState {
+  readonly counts = new Float64Array(5);
+  readonly seen = new Uint8Array(5);
+  /** The output count seen is not final (Anthropic's message_start). */
+  outputProvisional = false;
+  model: string | null = null;
+  /** Code points of generated text. */
+  text = 0;
+  readonly anomalies: Anomalies = noAnomalies();
+
+  take(r: RecordView, slots: readonly number[]): void {
+    for (const s of slots) {
+      const st = r.countState[s];
+      if (st === SEEN) {
+        this.counts[s] = r.counts[s]!;
+        this.seen[s] = 1;
+      } else if (st === BAD) this.anomalies.badCounts++;
+    }
+  }
+
+  takeModel(r: RecordView): void {
+    const m = r.strings[MODEL];
+    if (m !== null && m !== undefined) {
+      if (isPlainModel(m)) this.model = m;
+      else this.anomalies.badModel++;
+    } else if (r.stringBad[MODEL]) this.anomalies.badModel++;
+  }
+}
+
+const ALL = [IN, OUT, CACHED, CACHE_WRITE, REASONING];
+
+/** A model name metering accepts from a response: 1–256 printable ASCII characters without spaces. */
+export function isPlainModel(m: string): boolean {
+  return m.length > 0 && m.length <= 256 && /^[\x21-\x7e]+$/.test(m);
+}
+
+/** Folds one record of a response of `kind` into `u`. */
+export function foldRecord(kind: EndpointKind, r: RecordView, u: UsageState): void {
+  u.takeModel(r);
+  const type = r.strings[TYPE];
+  switch (kind) {
+    case 'responses': {
+      if (type === null || type === undefined) {
+        u.take(r, ALL); // a whole (non-streamed) response
+        u.text += r.text;
+        return;
+      }
+      // usage counts only on the final events (response.created and others carry none, or none final)
+      if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') u.take(r, ALL);
+      if (type.endsWith('.delta')) u.text += r.text;
+      return;
+    }
+    case 'messages': {
+      if (type === 'message_start') {
+        u.take(r, ALL);
+        if (r.countState[OUT] === SEEN) u.outputProvisional = true;
+      } else if (type === 'message_delta') {
+        // cumulative: each field present replaces the one before
+        u.take(r, ALL);
+        if (r.countState[OUT] === SEEN) u.outputProvisional = false;
+      } else if (type === 'message' || type === null || type === undefined) {
+        u.take(r, ALL);
+        if (r.countState[OUT] === SEEN) u.outputProvisional = false;
+      }
+      u.text += r.text;
+      return;
+    }
+    default:
+      u.take(r, kind === 'embeddings' ? [IN] : ALL);
+      u.text += r.text;
+  }
+}
+
+// ---------------------------------------------------------------- normalising
+
+export interface TokenCounts {
+  input_tokens: number;
+  cached_input_tokens: number;
+  cache_write_tokens: number;
+  output_tokens: number;
+  reasoning_tokens: number;
+  /** A count was estimated, or is not final. */
+  estimated: boolean;
+}
+
+/** Code points → tokens, the estimate: ceil(code points / 4). */
+export function estimateTokens(codePoints: number): number {
+  return Math.ceil(codePoints / 4);
+}
+
+/**
+ * The normalised counts of a response: the latest counts seen, and for any never seen (or not
+ * final), an estimate from the generated text (`u.text`) or the request's input text
+ * (`requestText`, null when keygate did not see the request body: then 0).
+ */
+export function normalise(family: Family, kind: EndpointKind, u: UsageState, requestText: number | null): TokenCounts {
+  const c = u.counts;
+  const seen = (s: number) => u.seen[s] === 1;
+  const v = (s: number) => (seen(s) ? c[s]! : 0);
+  let estimated = false;
+  let input: number;
+  let cached: number;
+  let cacheWrite = 0;
+  let output: number;
+  let reasoning: number;
+  if (family === 'anthropic') {
+    cached = v(CACHED);
+    cacheWrite = v(CACHE_WRITE);
+    input = v(IN) + cached + cacheWrite;
+    output = v(OUT);
+    reasoning = 0;
+  } else if (family === 'google') {
+    input = v(IN);
+    cached = v(CACHED);
+    reasoning = v(REASONING);
+    output = v(OUT) + reasoning;
+  } else {
+    input = v(IN);
+    cached = v(CACHED);
+    output = v(OUT);
+    reasoning = v(REASONING);
+  }
+  if (!seen(IN)) {
+    estimated = true;
+    input = Math.max(input, estimateTokens(requestText ?? 0));
+  }
+  if (kind === 'embeddings') output = 0;
+  else if (!seen(OUT) || u.outputProvisional) {
+    estimated = true;
+    output = Math.max(output, estimateTokens(u.text));
+  }
+  if (cached + cacheWrite > input) {
+    u.anomalies.clamped++;
+    cached = Math.min(cached, input);
+    cacheWrite = Math.min(cacheWrite, input - cached);
+  }
+  if (reasoning > output) {
+    u.anomalies.clamped++;
+    reasoning = output;
+  }
+  return { input_tokens: input, cached_input_tokens: cached, cache_write_tokens: cacheWrite, output_tokens: output, reasoning_tokens: reasoning, estimated };
+}

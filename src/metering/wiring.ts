@@ -1,0 +1,85 @@
+/**
+ * The sidecar's metering from its config: the booking connection (its own: a flush never queues in
+ * front of a decision's lookup; connected on the first booking), the booker, the metrics, and the
+ * price table read through the sidecar's cached store (invalidated like every other record).
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { PRICES_RECORD } from '../schema/records.ts';
+import type { Schema } from '../schema/redis-schema.ts';
+import { isPending, type RecordSource } from '../store/record-source.ts';
+import { connectRedis } from '../store/redis.ts';
+import { MeteringMetrics } from '../telemetry/metering-metrics.ts';
+import { meteredResponseOf, type MeteredHub } from '../telemetry/metered.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { Booker, redisBookingWrite } from './booker.ts';
+import { Meter } from './meter.ts';
+import type { PriceTable } from './pricing.ts';
+import { DEFAULT_METER_OPTIONS } from './session.ts';
+
+/**
+ * The price table now: the cached record; when the store cannot answer, the last table read (a
+ * price change is then applied once the store answers again); with none read yet, the lookup's
+ * failure (the booking is not written: counted `prices-unavailable`).
+ */
+export function priceSource(store: RecordSource): () => PriceTable | Promise<PriceTable> {
+  let last: PriceTable | null = null;
+  return () => {
+    const v = store.lookup(PRICES_RECORD, '');
+    if (!isPending(v)) return (last = v);
+    return v.then(
+      (t) => (last = t),
+      (err: unknown) => {
+        if (last !== null) return last;
+        throw err;
+      },
+    );
+  };
+}
+
+export function createMeter(config: Config, s: Schema, store: RecordSource, metrics: Metrics, log: Logger, hub?: MeteredHub): Meter {
+  const redis = connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-meter', lazyConnect: true, queueWhileOffline: true });
+  redis.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'metering connection error'));
+  metrics.watchRedis(redis, 'meter');
+  let meter: Meter | null = null;
+  let booker: Booker | null = null;
+  const mm = new MeteringMetrics(metrics.registry, () => meter?.openStreams ?? 0, () => booker?.pending ?? 0);
+  booker = new Booker(
+    redisBookingWrite(redis, s),
+    log,
+    {
+      booked: (p, lag) => {
+        mm.bookings.inc({ result: 'booked' });
+        mm.lag.observe(lag);
+        const b = p.booking;
+        mm.tokens.inc({ direction: 'input' }, b.input_tokens);
+        mm.tokens.inc({ direction: 'cached_input' }, b.cached_input_tokens);
+        mm.tokens.inc({ direction: 'cache_write' }, b.cache_write_tokens);
+        mm.tokens.inc({ direction: 'output' }, b.output_tokens);
+        mm.tokens.inc({ direction: 'reasoning' }, b.reasoning_tokens);
+        // Per-account metrics and OpenTelemetry, when on (nothing subscribed otherwise).
+        if (hub?.observed && p.context) hub.booked(meteredResponseOf(b, { ...p.context, costMicros: p.amountMicros, endedAtMs: Date.now() }));
+      },
+      unbooked: (_p, reason) => {
+        if (reason === 'duplicate') mm.bookings.inc({ result: 'duplicate' });
+        else mm.unbooked.inc({ reason: reason === 'dropped' ? 'queue-full' : reason === 'lost' ? 'shutdown' : 'floor' });
+      },
+      flushFailed: () => mm.failures.inc({ kind: 'flush' }),
+    },
+    { intervalMs: config.meterFlushMs },
+  );
+  const closeBooker = booker.close.bind(booker);
+  booker.close = async (deadline: number) => {
+    await closeBooker(deadline);
+    redis.disconnect();
+  };
+  meter = new Meter({
+    booker,
+    prices: priceSource(store),
+    metrics: mm,
+    log,
+    options: { ...DEFAULT_METER_OPTIONS, forceUsage: config.meterForceUsage, keyIdHeader: config.keyIdHeader, accountHeader: config.accountHeader },
+    limits: { maxStreams: config.meterMaxStreams, maxStreamMs: config.meterMaxStreamMs },
+  });
+  return meter;
+}
