@@ -36,6 +36,8 @@ export function denyRule(d: Deny): string {
       return 'key spend limit reached for the current period';
     case 'MODEL_NOT_ALLOWED':
       return 'model not among the key\'s allowed models, or not readable for a model-restricted key';
+    case 'RATE_LIMITED':
+      return 'key or account rate used up for the current window';
     case 'AUTH_UNAVAILABLE':
       return d.keyId !== undefined ? 'account or gate record unreadable, or store unavailable' : 'key store unavailable';
   }

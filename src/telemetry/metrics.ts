@@ -37,10 +37,16 @@ export interface RedisEvents {
 }
 
 /** `code` label of an allow. */
-const ALLOW_CODE = 'OK';
-const CODES = [ALLOW_CODE, ...DENY_CODES] as const;
+export const ALLOW_CODE = 'OK';
+/** Every `code` label value: OK first, then the deny codes. */
+export const CODES = [ALLOW_CODE, ...DENY_CODES] as const;
 const FAMILY_INDEX: Record<Family, number> = { openai: 0, anthropic: 1, google: 2 };
 const CODE_INDEX = new Map<string, number>(CODES.map((c, i) => [c, i]));
+
+/** Index of a decision's code in `CODES` (0: allowed). */
+export function codeIndex(d: CheckOutcome['decision']): number {
+  return d.allow ? 0 : (CODE_INDEX.get(d.code) ?? 0);
+}
 
 /** Seconds: decisions are sub-millisecond when cached, a Redis round trip when not, 250 ms at the timeout. */
 export const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];

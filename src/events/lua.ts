@@ -1,0 +1,107 @@
+/**
+ * Lua fragments that publish events from inside another script, so the event is written in the
+ * same atomic step as the change it tells of (a money script's KEYS all carry the account's hash
+ * tag `{acct}`; the event stream and the alerts hash do too).
+ *
+ * `EMIT_EVENT` defines `emit_event(stream, account, type, data_json)`. `json_str(s)` quotes a
+ * string; numbers are written with `fmt` (`%d`, exact up to 2^53; never cjson, which writes 1e+14).
+ *
+ * `ALERT_CHECKS` defines, for the usage and credit scripts (and a metered booking, which reuses the
+ * usage script):
+ *   wallet_alerts(stream, alerts, account, balance)  after any balance change: wallet.low once per
+ *       crossing below the account's threshold (re-armed at or above it), wallet.empty once per
+ *       crossing to ≤ 0 (re-armed above 0)
+ *   limit_alerts(stream, alerts, account, spend, key_id)  after spend was added: key.limit.threshold
+ *       for each of the key's thresholds (percent of its limit, default 50,80,100) crossed and not yet
+ *       fired in the limit's current period
+ * Both need `now`, `fmt` and `period_bounds` (money scripts' NOW and LUA_PERIODS).
+ */
+import { EVENT_STREAM_MAXLEN } from '../schema/events.ts';
+
+export const DEFAULT_KEY_THRESHOLDS = [50, 80, 100] as const;
+
+export const EMIT_EVENT = `
+local function json_str(s) return cjson.encode(s) end
+local function emit_event(stream, account, etype, data_json)
+  redis.call('XADD', stream, 'MAXLEN', '~', '${EVENT_STREAM_MAXLEN}', '*', 'type', etype, 'account', account, 'data', data_json)
+end
+`;
+
+export const ALERT_CHECKS = `${EMIT_EVENT}
+local function wallet_alerts(stream, alerts, account, balance)
+  local a = redis.call('HMGET', alerts, 'wallet_low', 'wallet_low_fired', 'wallet_empty_fired')
+  if a[1] then
+    local low = tonumber(a[1])
+    if balance < low then
+      if not a[2] then
+        redis.call('HSET', alerts, 'wallet_low_fired', '1')
+        emit_event(stream, account, 'wallet.low', '{"balance_micros":' .. fmt(balance) .. ',"threshold_micros":' .. fmt(low) .. '}')
+      end
+    elseif a[2] then
+      redis.call('HDEL', alerts, 'wallet_low_fired')
+    end
+  end
+  if balance <= 0 then
+    if not a[3] then
+      redis.call('HSET', alerts, 'wallet_empty_fired', '1')
+      emit_event(stream, account, 'wallet.empty', '{"balance_micros":' .. fmt(balance) .. '}')
+    end
+  elseif a[3] then
+    redis.call('HDEL', alerts, 'wallet_empty_fired')
+  end
+end
+local function limit_alerts(stream, alerts, account, spend, key_id)
+  local lim = redis.call('HMGET', spend, 'limit', 'period')
+  if not lim[1] or not lim[2] then return end
+  local limit = tonumber(lim[1])
+  local period = lim[2]
+  local spent
+  local start = 0
+  if period == 'total' then
+    spent = tonumber(redis.call('HGET', spend, 'total') or '0')
+  else
+    start = period_bounds(period, now)
+    local cur = redis.call('HMGET', spend, period .. '_start', period)
+    if not cur[1] or tonumber(cur[1]) ~= start then return end
+    spent = tonumber(cur[2] or '0')
+  end
+  local list = redis.call('HGET', alerts, 'kthr:' .. key_id) or '${DEFAULT_KEY_THRESHOLDS.join(',')}'
+  if list == '' then return end
+  local mark = period .. ':' .. fmt(start) .. ':'
+  local fired = redis.call('HGET', alerts, 'kfired:' .. key_id) or ''
+  local top = 0
+  if string.sub(fired, 1, #mark) == mark then top = tonumber(string.sub(fired, #mark + 1)) or 0 end
+  -- need = ceil(limit * t / 100), exact: limit = q * 100 + r
+  local q = math.floor(limit / 100)
+  local r = limit - q * 100
+  local new_top = top
+  for t in string.gmatch(list, '%d+') do
+    local pct = tonumber(t)
+    local need = q * pct + math.floor((r * pct + 99) / 100)
+    if pct > top and spent >= need then
+      emit_event(stream, account, 'key.limit.threshold', '{"key_id":' .. json_str(key_id) .. ',"threshold":' .. fmt(pct) .. ',"period":' .. json_str(period) .. ',"spend_micros":' .. fmt(spent) .. ',"limit_micros":' .. fmt(limit) .. '}')
+      if pct > new_top then new_top = pct end
+    end
+  end
+  if new_top > top then redis.call('HSET', alerts, 'kfired:' .. key_id, mark .. fmt(new_top)) end
+end
+`;
+
+/**
+ * Setting a wallet-low threshold. KEYS: alerts, wallet. ARGV: threshold micros ('' = none).
+ * The fired flag is cleared when the balance is at or above the new threshold (so the next
+ * crossing fires), kept when the balance is already below (no event for a threshold moved under it).
+ */
+export const SET_WALLET_LOW = `
+if ARGV[1] == '' then
+  redis.call('HDEL', KEYS[1], 'wallet_low', 'wallet_low_fired')
+  return 'OK'
+end
+redis.call('HSET', KEYS[1], 'wallet_low', ARGV[1])
+local bal = redis.call('HGET', KEYS[2], 'balance')
+if bal and tonumber(bal) < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'wallet_low_fired', '1')
+else
+  redis.call('HDEL', KEYS[1], 'wallet_low_fired')
+end
+return 'OK'`;

@@ -1,0 +1,152 @@
+/**
+ * Publishing events from TypeScript, and the settings the alert fragments read.
+ *
+ * A Lua script that publishes (src/events/lua.ts) gets `eventKeys(...)` appended to its KEYS and the
+ * account as its last ARGV; its caller first runs `noteAccount` (the list of accounts with a
+ * stream, which the delivery worker walks, is written before the stream: an account in the list may
+ * have no events yet, never the reverse — the same rule as the usage export's account list).
+ *
+ * Events published here (not in the change's own script) come right after the change; a crash
+ * between the two loses that one event (documented).
+ */
+import type { Redis, Cluster } from 'ioredis';
+import { AlertField, EVENT_STREAM_MAXLEN, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
+import type { KeyRecord } from '../schema/redis-schema.ts';
+import { SET_WALLET_LOW } from './lua.ts';
+import { eventId, type EventType } from './types.ts';
+import { ConsoleError } from '../console/errors.ts';
+import type { Actor, ManagementConsole } from '../console/management.ts';
+import { schema as keySchema } from '../schema/redis-schema.ts';
+
+type RedisClient = Redis | Cluster;
+
+export class EventPublisher {
+  readonly redis: RedisClient;
+  readonly s: EventsSchema;
+  readonly #ns: string;
+  readonly #noted = new Set<string>();
+
+  constructor(redis: RedisClient, namespace: string) {
+    this.redis = redis;
+    this.#ns = namespace;
+    this.s = eventsSchema(namespace);
+  }
+
+  /** Adds the account to the list the delivery worker walks (once per process, bounded). */
+  async noteAccount(account: string): Promise<void> {
+    if (this.#noted.has(account)) return;
+    await this.redis.sadd(this.s.accounts(), account);
+    if (this.#noted.size >= 10_000) this.#noted.clear();
+    this.#noted.add(account);
+  }
+
+  /** The KEYS a publishing money script takes after its own: the event stream and the alerts hash. */
+  eventKeys(account: string): [string, string] {
+    return [this.s.stream(account), this.s.alerts(account)];
+  }
+
+  /** Publishes one event; returns its id. `data` must hold public fields only (never key material). */
+  async publish(account: string | null, type: EventType, data: Record<string, unknown>): Promise<string> {
+    const acct = account ?? NO_ACCOUNT;
+    await this.noteAccount(acct);
+    const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', 'type', type, 'account', acct, 'data', JSON.stringify(data));
+    return eventId(String(id), acct);
+  }
+
+  // ---- key events --------------------------------------------------------------------------
+
+  async keyEvent(type: 'key.created' | 'key.revoked' | 'key.expired', r: KeyRecord, extra: Record<string, unknown> = {}): Promise<void> {
+    await this.publish(r.account, type, { ...keyData(r), ...extra });
+    await this.trackExpiry(r);
+  }
+
+  async keyRolled(old: KeyRecord, fresh: KeyRecord, graceSeconds: number): Promise<void> {
+    await this.publish(old.account, 'key.rolled', { key_id: old.id, rolled_to: fresh.id, grace_seconds: graceSeconds, new_key: keyData(fresh) });
+    await Promise.all([this.trackExpiry(old), this.trackExpiry(fresh)]);
+  }
+
+  /** key.expired is told by the worker from this sorted set: an active key with an expiry is in it. */
+  async trackExpiry(r: KeyRecord): Promise<void> {
+    const member = `${r.account} ${r.id}`;
+    if (r.status === 'active' && r.expiresAt !== null) await this.redis.zadd(this.s.expiries(), String(r.expiresAt), member);
+    else await this.redis.zrem(this.s.expiries(), member);
+  }
+
+  // ---- alert settings ----------------------------------------------------------------------
+
+  /** The account's wallet-low threshold in micro-units (null removes it). */
+  async setWalletLow(account: string, micros: number | null): Promise<void> {
+    if (micros !== null && (!Number.isSafeInteger(micros) || micros <= 0)) throw new ConsoleError('INVALID_INPUT', 'the wallet-low threshold must be a positive amount');
+    await this.redis.eval(SET_WALLET_LOW, 2, this.s.alerts(account), keySchema(this.#ns).wallet(account), micros === null ? '' : String(micros));
+  }
+
+  async alerts(account: string): Promise<{ walletLowMicros: number | null }> {
+    const v = await this.redis.hget(this.s.alerts(account), AlertField.walletLow);
+    return { walletLowMicros: v === null ? null : Number(v) };
+  }
+
+  /** The key's limit thresholds in percent (1-100, ascending, at most 10; [] = none). */
+  async setKeyThresholds(account: string, keyId: string, thresholds: readonly number[]): Promise<number[]> {
+    const t = validateThresholds(thresholds);
+    await this.redis.hset(this.s.alerts(account), AlertField.keyThresholds(keyId), t.join(','));
+    return t;
+  }
+
+  async keyThresholds(account: string, keyId: string): Promise<number[]> {
+    const v = await this.redis.hget(this.s.alerts(account), AlertField.keyThresholds(keyId));
+    if (v === null) return [50, 80, 100];
+    return v === '' ? [] : v.split(',').map(Number);
+  }
+}
+
+export function validateThresholds(thresholds: unknown): number[] {
+  if (!Array.isArray(thresholds) || thresholds.length > 10 || !thresholds.every((t) => Number.isSafeInteger(t) && t >= 1 && t <= 100)) {
+    throw new ConsoleError('INVALID_INPUT', 'alert thresholds must be at most 10 whole percentages from 1 to 100, e.g. 50,80,100');
+  }
+  return [...new Set(thresholds as number[])].sort((a, b) => a - b);
+}
+
+/** "50,80,100" → [50, 80, 100] (CLI). */
+export function parseThresholdList(text: string): number[] {
+  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (!parts.every((p) => /^\d{1,3}$/.test(p))) throw new ConsoleError('INVALID_INPUT', `--alert-at ${JSON.stringify(text.slice(0, 40))}: give whole percentages, e.g. 50,80,100`);
+  return validateThresholds(parts.map(Number));
+}
+
+/** The public fields of a key in an event: never the plaintext, the envelope or the digest. */
+export function keyData(r: KeyRecord): Record<string, unknown> {
+  return {
+    key_id: r.id,
+    name: r.name,
+    hint: r.hint,
+    status: r.status,
+    models: r.models,
+    expires_at: r.expiresAt === null ? null : new Date(r.expiresAt).toISOString(),
+  };
+}
+
+const notedBy = new WeakMap<object, Set<string>>();
+
+/**
+ * For a money script that publishes: lists the account for the delivery worker (once per client and
+ * account, bounded) and returns the two KEYS to append (the event stream, the alerts hash).
+ */
+export async function eventKeysFor(redis: RedisClient, namespace: string, account: string): Promise<[string, string]> {
+  const s = eventsSchema(namespace);
+  let noted = notedBy.get(redis);
+  if (!noted) notedBy.set(redis, (noted = new Set()));
+  if (!noted.has(account)) {
+    await redis.sadd(s.accounts(), account);
+    if (noted.size >= 10_000) noted.clear();
+    noted.add(account);
+  }
+  return [s.stream(account), s.alerts(account)];
+}
+
+/** Sets a key's limit thresholds (validated), audited as `alert`: the API's PATCH and the CLI's `keys update --alert-at`. */
+export async function setAlertThresholds(mc: ManagementConsole, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
+  const key = await mc.keys.getKey(keyId);
+  const t = await mc.events.setKeyThresholds(key.account, key.id, thresholds);
+  await mc.audit(actor, 'alert', key.account, key.id, { alert_thresholds: t });
+  return t;
+}

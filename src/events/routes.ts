@@ -1,0 +1,186 @@
+/**
+ * The events routes of the management API: webhook endpoints (`/v1/webhooks…`), the wallet-low
+ * setting (`/v1/accounts/{account}/alerts`; key thresholds are `alert_thresholds` of PATCH /v1/keys/{id}), and `GET /v1/key`, the one
+ * route authenticated by an API key (the key reads its own limits; `isKeySelfRoute` exempts it
+ * from the management-token hook).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { ManagementConsole } from '../console/management.ts';
+import { requireAccount, principal } from '../console-api/auth.ts';
+import { ApiError } from '../console-api/errors.ts';
+import { AccountId, ErrorBody } from '../console-api/schemas.ts';
+import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
+import { isWellFormedKey, keyDigest } from '../keys/format.ts';
+import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
+import { loadWebhookConfig } from './config.ts';
+import { webhooksOf } from './service.ts';
+import { EVENT_TYPES } from './types.ts';
+import type { Endpoint } from './webhooks.ts';
+import { deadJson, webhookJson } from './views.ts';
+
+const SECURITY = [{ managementToken: [] }];
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function isKeySelfRoute(url: string): boolean {
+  return url === '/v1/key' || url.startsWith('/v1/key?');
+}
+
+const WebhookId = z.string().regex(/^wh_[0-9A-Za-z]{20}$/, 'must be wh_ followed by 20 letters and digits');
+const EventType = z.enum(EVENT_TYPES);
+const Webhook = z.object({
+  id: z.string(),
+  url: z.string(),
+  account: z.string().nullable().describe('null: every account'),
+  events: z.array(z.string()).nullable().describe('null: every event type'),
+  status: z.enum(['active', 'disabled']),
+  created_at: z.string(),
+  failing_since: z.string().nullable(),
+  disabled_at: z.string().nullable(),
+});
+const CreatedWebhook = Webhook.extend({ secret: z.string().describe('the signing secret, shown once') });
+const Event = z.object({ id: z.string(), type: z.string(), created_at: z.string(), account: z.string().nullable(), data: z.record(z.string(), z.unknown()) });
+const Dead = z.object({ event: Event, attempts: z.number(), last_error: z.string(), dead_at: z.string() });
+const errs = (...codes: number[]) => Object.fromEntries([401, 429, ...codes].map((c) => [c, ErrorBody]));
+
+/** `{id, name, hint, expires_at, models, limit, rate, token_rate}` of the key in the request's key headers. */
+const KeySelf = z.object({
+  id: z.string(),
+  name: z.string(),
+  hint: z.string(),
+  expires_at: z.string().nullable(),
+  models: z.array(z.string()).nullable(),
+  limit: z.object({ amount_micros: z.number(), period: z.string(), remaining_micros: z.number() }).nullable(),
+  rate: z.null().describe('requests per minute and the current window (not yet: keys have no rate yet)'),
+  token_rate: z.null().describe('tokens per minute and the current window (not yet)'),
+});
+
+export function registerEventRoutes(app: FastifyInstance, mc: ManagementConsole): void {
+  const r = app.withTypeProvider<ZodTypeProvider>();
+  const store = () => webhooksOf(mc);
+  const allowPrivate = loadWebhookConfig().allowPrivate;
+
+  async function visible(req: Parameters<typeof principal>[0], id: string): Promise<Endpoint> {
+    const p = principal(req);
+    const e = await store().get(id);
+    if (p.token.account !== null && p.token.account !== e.account) throw new ApiError('NOT_FOUND', `no webhook with id ${id}`);
+    return e;
+  }
+
+  r.post(
+    '/v1/webhooks',
+    {
+      schema: {
+        tags: ['webhooks'], operationId: 'createWebhook', summary: 'Add a webhook endpoint (the secret is shown once)', security: SECURITY,
+        body: z.strictObject({ url: z.string().max(2048), account: AccountId.nullable().describe('null: every account (all-accounts tokens only)'), events: z.array(EventType).min(1).optional() }),
+        response: { 201: CreatedWebhook, ...errs(400, 403, 404, 422) },
+      },
+    },
+    async (req, reply) => {
+      const p = principal(req);
+      const { account } = req.body;
+      if (account === null && p.token.account !== null) throw new ApiError('FORBIDDEN', 'an all-accounts webhook needs an all-accounts token');
+      if (account !== null) requireAccount(req, account, `no account with id ${account}`);
+      const { endpoint, secret } = await store().create({ url: req.body.url, account, events: req.body.events }, allowPrivate);
+      await mc.audit(p.actor, 'webhook_create', account, null, { webhook_id: endpoint.id, url: endpoint.url, events: endpoint.events });
+      return reply.code(201).send({ ...webhookJson(endpoint), secret });
+    },
+  );
+
+  r.get('/v1/webhooks', { schema: { tags: ['webhooks'], operationId: 'listWebhooks', summary: 'List webhook endpoints (no secrets)', security: SECURITY, response: { 200: z.object({ webhooks: z.array(Webhook) }), ...errs() } } }, async (req) => {
+    const p = principal(req);
+    return { webhooks: (await store().list(p.token.account === null ? undefined : p.token.account)).map(webhookJson) };
+  });
+
+  const Params = z.strictObject({ id: WebhookId });
+  r.delete('/v1/webhooks/:id', { schema: { tags: ['webhooks'], operationId: 'removeWebhook', summary: 'Remove a webhook endpoint', security: SECURITY, params: Params, response: { 204: z.null(), ...errs(400, 404) } } }, async (req, reply) => {
+    const e = await visible(req, req.params.id);
+    await store().remove(e.id);
+    await mc.audit(principal(req).actor, 'webhook_remove', e.account, null, { webhook_id: e.id });
+    return reply.code(204).send(null);
+  });
+
+  r.get(
+    '/v1/webhooks/:id/dead',
+    { schema: { tags: ['webhooks'], operationId: 'listDeadLetters', summary: "An endpoint's dead letters (newest first)", security: SECURITY, params: Params, response: { 200: z.object({ dead: z.array(Dead) }), ...errs(400, 404) } } },
+    async (req) => {
+      const e = await visible(req, req.params.id);
+      return { dead: (await store().listDead(e.id)).map(deadJson) };
+    },
+  );
+
+  r.post(
+    '/v1/webhooks/:id/dead/:event_id/replay',
+    {
+      schema: {
+        tags: ['webhooks'], operationId: 'replayDeadLetter', summary: 'Deliver a dead letter once more', security: SECURITY,
+        params: z.strictObject({ id: WebhookId, event_id: z.string().max(64) }),
+        response: { 202: z.object({ webhook_id: z.string(), event_id: z.string(), queued: z.boolean() }), ...errs(400, 404) },
+      },
+    },
+    async (req, reply) => {
+      const e = await visible(req, req.params.id);
+      await store().replay(e.id, req.params.event_id);
+      await mc.audit(principal(req).actor, 'webhook_replay', e.account, null, { webhook_id: e.id, event_id: req.params.event_id });
+      return reply.code(202).send({ webhook_id: e.id, event_id: req.params.event_id, queued: true });
+    },
+  );
+
+  r.put(
+    '/v1/accounts/:account/alerts',
+    {
+      schema: {
+        tags: ['webhooks'], operationId: 'setAccountAlerts', summary: "The account's wallet-low threshold (null: none)", security: SECURITY,
+        params: z.strictObject({ account: AccountId }),
+        body: z.strictObject({ wallet_low_micros: z.number().int().positive().max(MAX_AMOUNT_MICROS).nullable() }),
+        response: { 200: z.object({ account: z.string(), wallet_low_micros: z.number().nullable() }), ...errs(400, 404) },
+      },
+    },
+    async (req) => {
+      const { account } = req.params;
+      const p = requireAccount(req, account, `no account with id ${account}`);
+      await mc.events.setWalletLow(account, req.body.wallet_low_micros);
+      await mc.audit(p.actor, 'alert', account, null, { wallet_low_micros: req.body.wallet_low_micros });
+      return { account, wallet_low_micros: req.body.wallet_low_micros };
+    },
+  );
+
+  r.get(
+    '/v1/key',
+    {
+      config: { rateLimit: { max: 60, timeWindow: 60_000 } },
+      schema: {
+        tags: ['keys'], operationId: 'getOwnKey', security: [{ apiKey: [] }, { apiKeyHeader: [] }, { apiKeyGoogHeader: [] }], summary: 'The calling API key: its own name, expiry, models and spend limit (authenticated by the key)',
+        description: 'The one route that takes an API key (in Authorization: Bearer, x-api-key or x-goog-api-key) instead of a management token; rate-limited to 60 a minute per client address. Never another key, never a plaintext, never the account balance.',
+        response: { 200: KeySelf, ...errs() },
+      },
+    },
+    async (req) => {
+      const cred = findCredential((h: KeyHeader) => req.headers[h]);
+      const refused = new ApiError('UNAUTHENTICATED', `send the API key in ${KEY_HEADERS.join(', ')}`);
+      if (cred.kind !== 'key') throw refused;
+      const prefix = mc.keys.keyPrefix;
+      const s = mc.keys.schema;
+      // One read for any well-formed key (unknown, revoked or valid): the same work until the status is known.
+      const digest = keyDigest(isWellFormedKey(cred.key, prefix) ? cred.key : `${prefix}invalid`);
+      const [id, status, expiresAt] = await mc.keys.redis.hmget(s.keyRecord(digest), 'id', 'status', 'expires_at');
+      const now = Date.now();
+      if (!isWellFormedKey(cred.key, prefix) || id == null || status !== 'active' || (expiresAt !== null && Number(expiresAt) <= now)) {
+        throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');
+      }
+      const v = await mc.keys.getKeyView(id);
+      const lim = v.usage.limit;
+      return {
+        id: v.id,
+        name: v.name,
+        hint: v.hint,
+        expires_at: iso(v.expiresAt),
+        models: v.models === null ? null : [...v.models],
+        limit: lim === null ? null : { amount_micros: lim.amountMicros, period: lim.period, remaining_micros: Math.max(0, lim.amountMicros - v.usage.spend.periodMicros) },
+        rate: null,
+        token_rate: null,
+      };
+    },
+  );
+}

@@ -1,0 +1,296 @@
+/**
+ * The delivery worker (run by `keygate console`, hence `keygate dev`; never by the sidecar):
+ *
+ * - Per endpoint × account, a cursor (the last stream entry handled) and a lease (SET NX PX): one
+ *   console delivers a pair at a time, one event at a time, in stream order. An event that fails
+ *   holds back the later ones; it is retried after the schedule's delays, then dead-lettered and the
+ *   cursor moves on. The cursor moves only after a 2xx, so a console stopped mid-delivery leaves the
+ *   event to be delivered again when its lease runs out (at least once; receivers de-duplicate on id).
+ * - Every pass also tells `key.expired` for keys whose expiry passed (a sorted set; the member
+ *   removed by exactly one console), delivers replays, and disables an endpoint that has failed
+ *   without a success for `disableAfterMs` (publishing `webhook.disabled`).
+ * - Bounded: deliveries in flight (`concurrency`), each attempt's time and answer size, events per lease.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
+import { parseKeyRecord, schema as keySchema, type Schema } from '../schema/redis-schema.ts';
+import type { WebhookConfig } from './config.ts';
+import { deliverOnce, type AttemptResult } from './http-delivery.ts';
+import { EventPublisher } from './publish.ts';
+import { systemResolver, type Resolver } from './ssrf.ts';
+import { eventFromEntry, type EventJson } from './types.ts';
+import { WebhookStore, type Endpoint } from './webhooks.ts';
+
+type RedisClient = Redis | Cluster;
+type ActiveEndpoint = Endpoint & { readonly secret: string };
+
+export interface DeliveryState {
+  /** The last stream entry id handled (delivered, skipped by the filter, or dead-lettered). */
+  readonly cursor: string;
+  readonly attempts: number;
+  readonly nextAt: number;
+  readonly lastError?: string;
+}
+
+export interface WorkerOptions {
+  readonly redis: RedisClient;
+  readonly namespace: string;
+  readonly webhooks: WebhookStore;
+  readonly config: WebhookConfig;
+  readonly log: Logger;
+  /** How often a pass runs (default 1000 ms; key.expired is told within this plus a pass's time). */
+  readonly pollMs?: number;
+  /** How long a pair's lease lasts; a console that stops mid-delivery is replaced after it (default 30 s). */
+  readonly leaseMs?: number;
+  /** DNS seam for tests. */
+  readonly resolve?: Resolver;
+}
+
+/** Owner-checked lease steps. KEYS: lease, state. ARGV: token, [endpoint id, state JSON]. */
+const SAVE_IF_OWNER = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1`;
+const RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1`;
+
+const EVENTS_PER_LEASE = 50;
+
+export class DeliveryWorker {
+  readonly #o: WorkerOptions;
+  readonly #s: EventsSchema;
+  readonly #ks: Schema;
+  readonly #pub: EventPublisher;
+  readonly #resolve: Resolver;
+  readonly #token = randomBytes(12).toString('hex');
+  readonly #pollMs: number;
+  readonly #leaseMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+  #inFlight = 0;
+  readonly #busy = new Set<string>();
+  readonly #tasks = new Set<Promise<void>>();
+
+  constructor(o: WorkerOptions) {
+    this.#o = o;
+    this.#s = eventsSchema(o.namespace);
+    this.#ks = keySchema(o.namespace);
+    this.#pub = new EventPublisher(o.redis, o.namespace);
+    this.#resolve = o.resolve ?? systemResolver;
+    this.#pollMs = o.pollMs ?? 1000;
+    this.#leaseMs = o.leaseMs ?? 30_000;
+  }
+
+  start(): void {
+    const loop = () => {
+      if (this.#stopped) return;
+      this.#running = this.pass()
+        .catch((err: unknown) => this.#o.log.warn({ err: { message: (err as Error)?.message?.slice(0, 200) } }, 'webhook pass failed'))
+        .finally(() => {
+          if (!this.#stopped) this.#timer = setTimeout(loop, this.#pollMs);
+        });
+    };
+    this.#timer = setTimeout(loop, 0);
+  }
+
+  /** Stops passes; waits (bounded) for deliveries in flight. An event whose attempt was cut is delivered again later. */
+  async stop(timeoutMs = 5000): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    const all = Promise.allSettled([this.#running, ...this.#tasks]);
+    let t: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
+    clearTimeout(t);
+  }
+
+  async #now(): Promise<number> {
+    const [s, us] = (await this.#o.redis.time()) as unknown as [string, string];
+    return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+  }
+
+  /** One pass: expiries, then every endpoint × account with work, started up to the concurrency bound. */
+  async pass(): Promise<void> {
+    const now = await this.#now();
+    await this.#expiries(now);
+    const endpoints = await this.#o.webhooks.active();
+    if (endpoints.length === 0) return;
+    for (const e of endpoints) {
+      if (e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs) await this.#disable(e, now);
+    }
+    const live = endpoints.filter((e) => !(e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs));
+    for (const e of live) if ((await this.#o.redis.llen(this.#s.replay(e.id))) > 0) this.#spawn(`replay ${e.id}`, () => this.#replays(e));
+    let cursor = '0';
+    do {
+      const [next, accounts] = await this.#o.redis.sscan(this.#s.accounts(), cursor, 'COUNT', 500);
+      cursor = next;
+      for (const account of accounts) {
+        const mine = live.filter((e) => e.account === null || e.account === account);
+        if (mine.length === 0) continue;
+        const last = await this.#o.redis.xrevrange(this.#s.stream(account), '+', '-', 'COUNT', 1);
+        if (last.length === 0) continue;
+        const lastId = last[0]![0];
+        const states = await this.#o.redis.hmget(this.#s.deliveryState(account), ...mine.map((e) => e.id));
+        mine.forEach((e, i) => {
+          const st = this.#state(e, states[i] ?? null);
+          if (compareIds(st.cursor, lastId) >= 0 || st.nextAt > now) return;
+          this.#spawn(`${account} ${e.id}`, () => this.#deliverPair(account, e));
+        });
+      }
+    } while (cursor !== '0' && !this.#stopped);
+  }
+
+  #spawn(key: string, fn: () => Promise<void>): void {
+    if (this.#busy.has(key) || this.#inFlight >= this.#o.config.concurrency || this.#stopped) return;
+    this.#busy.add(key);
+    this.#inFlight++;
+    const p = fn()
+      .catch((err: unknown) => this.#o.log.warn({ err: { message: (err as Error)?.message?.slice(0, 200) } }, 'webhook delivery step failed'))
+      .finally(() => {
+        this.#busy.delete(key);
+        this.#inFlight--;
+        this.#tasks.delete(p);
+      });
+    this.#tasks.add(p);
+  }
+
+  #state(e: Endpoint, raw: string | null): DeliveryState {
+    if (raw !== null) {
+      try {
+        return JSON.parse(raw) as DeliveryState;
+      } catch {
+        /* rewritten below */
+      }
+    }
+    return { cursor: `${e.createdAt}-0`, attempts: 0, nextAt: 0 };
+  }
+
+  async #deliverPair(account: string, e: ActiveEndpoint): Promise<void> {
+    const r = this.#o.redis;
+    const lease = this.#s.lease(account, e.id);
+    const stateKey = this.#s.deliveryState(account);
+    if ((await r.set(lease, this.#token, 'PX', this.#leaseMs, 'NX')) !== 'OK') return;
+    try {
+      let st = this.#state(e, await r.hget(stateKey, e.id));
+      for (let n = 0; n < EVENTS_PER_LEASE && !this.#stopped; n++) {
+        const now = await this.#now();
+        if (st.nextAt > now) return;
+        const entries = await r.xrange(this.#s.stream(account), `(${st.cursor}`, '+', 'COUNT', 20);
+        if (entries.length === 0) return;
+        let target: { id: string; event: EventJson } | null = null;
+        let skipTo = st.cursor;
+        for (const [id, fields] of entries) {
+          const ev = eventFromEntry(id, fields, account);
+          if (ev !== null && (e.events === null || e.events.includes(ev.type))) {
+            target = { id, event: ev };
+            break;
+          }
+          skipTo = id;
+        }
+        if (target === null) {
+          st = { cursor: skipTo, attempts: 0, nextAt: 0 };
+          if (!(await this.#save(lease, stateKey, e.id, st))) return;
+          continue;
+        }
+        const result = await this.#attempt(e, target.event);
+        if (result.ok) {
+          st = { cursor: target.id, attempts: 0, nextAt: 0 };
+          if (!(await this.#save(lease, stateKey, e.id, st))) return;
+          if (e.failingSince !== null) await this.#o.webhooks.update(e.id, { failingSince: null });
+          continue;
+        }
+        const attempts = st.attempts + 1;
+        const schedule = this.#o.config.retryScheduleSeconds;
+        if (e.failingSince === null) await this.#o.webhooks.update(e.id, { failingSince: now });
+        if (attempts > schedule.length) {
+          await this.#o.webhooks.addDead(e.id, { event: target.event, attempts, lastError: result.error, deadAt: now });
+          st = { cursor: target.id, attempts: 0, nextAt: 0 };
+          this.#o.log.warn({ webhook: e.id, event: target.event.id, attempts }, 'webhook event dead-lettered');
+          if (!(await this.#save(lease, stateKey, e.id, st))) return;
+          continue;
+        }
+        st = { cursor: st.cursor, attempts, nextAt: now + Math.round(schedule[attempts - 1]! * 1000), lastError: result.error };
+        await this.#save(lease, stateKey, e.id, st);
+        return;
+      }
+    } finally {
+      await r.eval(RELEASE, 1, lease, this.#token);
+    }
+  }
+
+  async #save(lease: string, stateKey: string, endpointId: string, st: DeliveryState): Promise<boolean> {
+    return (await this.#o.redis.eval(SAVE_IF_OWNER, 2, lease, stateKey, this.#token, endpointId, JSON.stringify(st))) === 1;
+  }
+
+  #attempt(e: ActiveEndpoint, ev: EventJson): Promise<AttemptResult> {
+    const c = this.#o.config;
+    return deliverOnce(e.url, e.secret, ev.id, JSON.stringify(ev), { allowPrivate: c.allowPrivate, timeoutMs: c.timeoutMs, resolve: this.#resolve });
+  }
+
+  async #replays(e: ActiveEndpoint): Promise<void> {
+    const r = this.#o.redis;
+    const lease = this.#s.replayLease(e.id);
+    if ((await r.set(lease, this.#token, 'PX', this.#leaseMs, 'NX')) !== 'OK') return;
+    try {
+      for (let n = 0; n < EVENTS_PER_LEASE && !this.#stopped; n++) {
+        const raw = await r.lindex(this.#s.replay(e.id), -1);
+        if (raw === null) return;
+        let d: { event: EventJson; attempts: number };
+        try {
+          d = JSON.parse(raw) as { event: EventJson; attempts: number };
+        } catch {
+          await r.lrem(this.#s.replay(e.id), 1, raw);
+          continue;
+        }
+        const result = await this.#attempt(e, d.event);
+        await r.lrem(this.#s.replay(e.id), 1, raw);
+        if (!result.ok) await this.#o.webhooks.addDead(e.id, { event: d.event, attempts: d.attempts + 1, lastError: result.error, deadAt: await this.#now() });
+      }
+    } finally {
+      await r.eval(RELEASE, 1, lease, this.#token);
+    }
+  }
+
+  async #disable(e: Endpoint, now: number): Promise<void> {
+    await this.#o.webhooks.update(e.id, { status: 'disabled', disabledAt: now });
+    this.#o.log.warn({ webhook: e.id }, 'webhook endpoint disabled: failing without a success');
+    await this.#pub.publish(e.account, 'webhook.disabled', { webhook_id: e.id, url: e.url, failing_since: new Date(e.failingSince!).toISOString() });
+  }
+
+  /** key.expired for keys whose expiry passed: the console that removes the member tells it. */
+  async #expiries(now: number): Promise<void> {
+    const r = this.#o.redis;
+    const due = await r.zrangebyscore(this.#s.expiries(), '-inf', String(now), 'LIMIT', 0, 200);
+    for (const member of due) {
+      if ((await r.zrem(this.#s.expiries(), member)) !== 1) continue;
+      const [account, keyId] = member.split(' ');
+      if (!account || !keyId) continue;
+      try {
+        const digest = await r.get(this.#ks.keyIdIndex(keyId));
+        const rec = digest === null ? null : parseKeyRecord(await r.hgetall(this.#ks.keyRecord(digest)));
+        if (rec === null || typeof rec === 'string' || rec.status !== 'active' || rec.expiresAt === null || rec.expiresAt > now) continue;
+        await this.#pub.publish(account, 'key.expired', {
+          key_id: rec.id,
+          name: rec.name,
+          hint: rec.hint,
+          expires_at: new Date(rec.expiresAt).toISOString(),
+        });
+      } catch (err) {
+        await r.zadd(this.#s.expiries(), String(now), member); // told on a later pass
+        throw err;
+      }
+    }
+  }
+}
+
+/** Orders stream ids `<ms>-<seq>`. */
+export function compareIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt) as [bigint, bigint];
+  const [bm, bs] = b.split('-').map(BigInt) as [bigint, bigint];
+  return am === bm ? (as === bs ? 0 : as < bs ? -1 : 1) : am < bm ? -1 : 1;
+}
+
+export { NO_ACCOUNT };
