@@ -5,6 +5,7 @@
  *   keys update KEY_ID [--name NAME] [--models a,b | --all-models] [--expires ISO-8601 | --no-expiry]
  *                      [--limit AMOUNT --limit-period P | --no-limit]
  *   keys revoke KEY_ID                       accounts show|disable|enable ID
+ *   accounts limit ID [--rate N/UNIT | --no-rate] [--token-rate N/UNIT | --no-token-rate]
  *   accounts credit ID --amount AMOUNT --reference REF
  *   usage record --key KEY_ID --amount AMOUNT --request-id ID [--model M]
  *   usage export --since ISO-8601 [--until ISO-8601] [--account ID]   (JSON lines)
@@ -20,6 +21,9 @@ import { parseIsoInstant, parseModelList } from '../console/validate.ts';
 import { accountJson, creditJson, keyJson, keyRecordJson, usageEntryJson, usageJson } from '../console/views.ts';
 import { formatAmount, LIMIT_PERIODS, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
+import { formatRate, parseRateText, type Rate } from '../schema/rates.ts';
+import type { RatesPatch } from '../console/rates.ts';
+import { parseThresholdList, setAlertThresholds } from '../events/publish.ts';
 
 export interface Common {
   redis?: string;
@@ -69,6 +73,27 @@ function limitArgs(amount: string | undefined, period: string | undefined): KeyL
   return { amountMicros: amountArg(amount, '--limit'), period: period as LimitPeriod };
 }
 
+/** `--rate N/UNIT` / `--token-rate N/UNIT` / `--no-rate` / `--no-token-rate` → a rates patch (bad text: a clear error, nothing changed). */
+export function rateArgs(o: { rate?: string | boolean; tokenRate?: string | boolean }): RatesPatch {
+  const one = (v: string | boolean | undefined, kind: 'requests' | 'tokens', flag: string): Rate | null | undefined => {
+    if (v === undefined || v === true) return undefined;
+    if (v === false) return null;
+    const r = parseRateText(v, kind);
+    if ('error' in r) throw new ConsoleError('INVALID_INPUT', `${flag}: ${r.error}`);
+    return r;
+  };
+  const requests = one(o.rate, 'requests', '--rate');
+  const tokens = one(o.tokenRate, 'tokens', '--token-rate');
+  return { ...(requests !== undefined && { requests }), ...(tokens !== undefined && { tokens }) };
+}
+
+/** `5/s (3 used, resets 12:00:01Z)` or `none`. */
+function rateText(r: Rate | null, use: { used: number; resetsAt: string } | null): string {
+  if (r === null) return 'none';
+  return use === null ? formatRate(r) : `${formatRate(r)} (${use.used} used this window)`;
+}
+const ratesText = (v: KeyView) => `rate ${rateText(v.rates.requests, v.rateUse.requests)}; token rate ${rateText(v.rates.tokens, v.rateUse.tokens)}`;
+
 const limitText = (v: KeyView) => (v.usage.limit === null ? 'none' : `${formatAmount(v.usage.limit.amountMicros)}/${v.usage.limit.period}`);
 const spendText = (v: KeyView) =>
   `${formatAmount(v.usage.spend.periodMicros)}${v.usage.limit ? ` of ${formatAmount(v.usage.limit.amountMicros)}` : ''} this ${v.usage.spend.period === 'total' ? 'lifetime' : v.usage.spend.period}`;
@@ -114,12 +139,15 @@ export function registerConsoleCommands(program: Command): void {
       .option('--models <list>', 'allowed models, comma-separated: provider/model, provider/* or * (default: all)')
       .option('--expires <iso-8601>', 'expiry instant, e.g. 2026-12-31 or 2026-12-31T23:59:59Z (default: never)')
       .option('--limit <amount>', 'spend limit per period, e.g. 25.00 (with --limit-period)')
-      .option('--limit-period <period>', 'day, week (Monday to Sunday), month or total; periods reset at 00:00 UTC'),
-  ).action(async (o: Common & { account: string; name: string; models?: string; expires?: string; limit?: string; limitPeriod?: string }) => {
+      .option('--limit-period <period>', 'day, week (Monday to Sunday), month or total; periods reset at 00:00 UTC')
+      .option('--rate <N/UNIT>', 'request rate, e.g. 5/s or 1000/m (UNIT: s, m, h, d; windows aligned to UTC)')
+      .option('--token-rate <N/UNIT>', 'token rate (input + output tokens), e.g. 100000/m'),
+  ).action(async (o: Common & { account: string; name: string; models?: string; expires?: string; limit?: string; limitPeriod?: string; rate?: string; tokenRate?: string }) => {
     const models = o.models === undefined ? undefined : parseModelList(o.models);
     const limit = limitArgs(o.limit, o.limitPeriod);
+    const rates = rateArgs(o);
     await withConsole(o, async (kc) => {
-      const created = await kc.createKey(CLI_ACTOR, { account: o.account, name: o.name, models, expiresAt: o.expires, limit });
+      const created = await kc.createKey(CLI_ACTOR, { account: o.account, name: o.name, models, expiresAt: o.expires, limit, rates });
       if (o.json) return json({ ...keyJson(await kc.getKeyView(created.id)), key: created.key });
       out(`Created key ${created.id} for account ${created.record.account} (models: ${modelsText(created.record.models)}, expires: ${dateText(created.record.expiresAt, 'never')}).`);
       out(`Store it now; \`keygate keys reveal ${created.id}\` shows it again:`);
@@ -135,7 +163,7 @@ export function registerConsoleCommands(program: Command): void {
         if (list.length === 0) return out(`No keys for account ${o.account}.`);
         out(
           table(
-            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'LIMIT'],
+            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'LIMIT', 'RATE', 'TOKEN RATE'],
             list.map((r) => [
               r.id,
               clip(r.name, 40),
@@ -148,6 +176,8 @@ export function registerConsoleCommands(program: Command): void {
               String(r.usage.requests.today),
               formatAmount(r.usage.spend.periodMicros),
               limitText(r),
+              rateText(r.rates.requests, r.rateUse.requests),
+              rateText(r.rates.tokens, r.rateUse.tokens),
             ]),
           ),
         );
@@ -166,6 +196,7 @@ export function registerConsoleCommands(program: Command): void {
             `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
             `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
             `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+            `  ${ratesText(v)}`,
           ].join('\n'),
         );
       });
@@ -194,9 +225,16 @@ export function registerConsoleCommands(program: Command): void {
       .addOption(new Option('--no-expiry', 'remove the expiry').conflicts('expires'))
       .option('--limit <amount>', 'new spend limit per period (with --limit-period)')
       .option('--limit-period <period>', 'day, week, month or total')
-      .option('--no-limit', 'remove the spend limit'),
-  ).action(async (keyId: string, o: Common & { name?: string; models?: string; allModels?: boolean; expires?: string; expiry?: boolean; limit?: string | false; limitPeriod?: string }) => {
+      .option('--no-limit', 'remove the spend limit')
+      .option('--rate <N/UNIT>', 'new request rate, e.g. 5/s')
+      .option('--no-rate', 'remove the request rate')
+      .option('--token-rate <N/UNIT>', 'new token rate, e.g. 100000/m')
+      .option('--no-token-rate', 'remove the token rate')
+      .option('--alert-at <list>', "key.limit.threshold at these percentages of the limit, e.g. 50,80,100 ('' = none)"),
+  ).action(async (keyId: string, o: Common & { name?: string; models?: string; allModels?: boolean; expires?: string; expiry?: boolean; limit?: string | false; limitPeriod?: string; alertAt?: string; rate?: string | boolean; tokenRate?: string | boolean }) => {
     const patch: { -readonly [K in keyof KeyUpdate]: KeyUpdate[K] } = {};
+    const rates = rateArgs(o);
+    if (Object.keys(rates).length > 0) patch.rates = rates;
     if (o.name !== undefined) patch.name = o.name;
     if (o.models !== undefined) patch.models = parseModelList(o.models);
     if (o.allModels) patch.models = null;
@@ -209,14 +247,16 @@ export function registerConsoleCommands(program: Command): void {
       const limit = limitArgs(o.limit, o.limitPeriod);
       if (limit !== undefined) patch.limit = limit;
     }
-    if (Object.keys(patch).length === 0) {
-      throw new ConsoleError('INVALID_INPUT', 'nothing to update: give --name, --models, --all-models, --expires, --no-expiry, --limit or --no-limit');
+    const alertAt = o.alertAt === undefined ? undefined : o.alertAt.trim() === '' ? [] : parseThresholdList(o.alertAt); // events
+    if (Object.keys(patch).length === 0 && alertAt === undefined) {
+      throw new ConsoleError('INVALID_INPUT', 'nothing to update: give --name, --models, --all-models, --expires, --no-expiry, --limit, --no-limit, --rate, --no-rate, --token-rate, --no-token-rate or --alert-at');
     }
     await withConsole(o, async (kc) => {
-      await kc.updateKey(CLI_ACTOR, keyId, patch);
+      if (Object.keys(patch).length > 0) await kc.updateKey(CLI_ACTOR, keyId, patch);
+      if (alertAt !== undefined) await setAlertThresholds(kc, CLI_ACTOR, keyId, alertAt); // events
       const r = await kc.getKeyView(keyId);
       if (o.json) return json(keyJson(r));
-      out(`Updated key ${r.id}: name ${JSON.stringify(r.name)}, models ${modelsText(r.models)}, expires ${dateText(r.expiresAt, 'never')}, limit ${limitText(r)}.`);
+      out(`Updated key ${r.id}: name ${JSON.stringify(r.name)}, models ${modelsText(r.models)}, expires ${dateText(r.expiresAt, 'never')}, limit ${limitText(r)}, ${ratesText(r)}.`);
     });
   });
 
@@ -237,7 +277,27 @@ export function registerConsoleCommands(program: Command): void {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
-      out(`Account ${a.id}: ${a.status}; ${wallet}.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
+    });
+  });
+
+  common(
+    accounts
+      .command('limit')
+      .description("set or remove the account's request and token rates (every key of the account counts against them)")
+      .argument('<account-id>', 'account id')
+      .option('--rate <N/UNIT>', 'request rate, e.g. 100/s')
+      .option('--no-rate', 'remove the request rate')
+      .option('--token-rate <N/UNIT>', 'token rate, e.g. 1000000/h')
+      .option('--no-token-rate', 'remove the token rate'),
+  ).action(async (account: string, o: Common & { rate?: string | boolean; tokenRate?: string | boolean }) => {
+    const rates = rateArgs(o);
+    if (Object.keys(rates).length === 0) throw new ConsoleError('INVALID_INPUT', 'nothing to change: give --rate, --no-rate, --token-rate or --no-token-rate');
+    await withConsole(o, async (kc) => {
+      await kc.setAccountRates(CLI_ACTOR, account, rates);
+      const a = await kc.accountInfo(account);
+      if (o.json) return json(accountJson(a));
+      out(`Account ${a.id}: rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
     });
   });
 

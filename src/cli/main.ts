@@ -9,6 +9,8 @@ import { ConfigError, configDefaults, ENV, loadConfig, type Config } from '../co
 import { ConsoleError } from '../console/errors.ts';
 import { registerConsoleCommands } from './console-commands.ts';
 import { registerManagementCommands } from './management-commands.ts';
+import { registerEventCommands } from './event-commands.ts';
+import { registerPriceCommands } from './price-commands.ts';
 import { stopOnSignals } from './signals.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
@@ -138,6 +140,8 @@ export function buildProgram(): Command {
 
   registerConsoleCommands(program);
   registerManagementCommands(program);
+  registerEventCommands(program);
+  registerPriceCommands(program);
   return program;
 }
 

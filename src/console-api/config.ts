@@ -1,10 +1,11 @@
 /**
  * Configuration of `keygate console` (the management API): its own settings, validated with zod,
- * plus the store settings it shares with the sidecar (Redis URL, namespace, key prefix, log level,
- * drain and shutdown bounds), read the same way.
+ * plus the store settings it shares with the sidecar (Redis URL, namespace, key prefix, wallets
+ * required, log level, drain and shutdown bounds), read the same way; the sidecar's other settings
+ * are not read at all.
  */
 import { z } from 'zod';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, loadSettings } from '../config.ts';
 
 const trustProxy = z
   .string()
@@ -24,13 +25,17 @@ export const consoleApiConfigSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
   /** Whether X-Forwarded-For/-Proto/-Host are believed (Fastify `trustProxy`). Default: never. */
   trustProxy: trustProxy.default(false),
-  /** Requests per minute per client address (429 beyond). */
+  /** Requests per minute per management token (per client address before authentication); 429 beyond. */
   rateLimitPerMinute: z.coerce.number().int().min(1).max(1_000_000).default(600),
+  /** Book-keeping writes (usage records, credits) per minute per token: their own bucket, apart from reads. */
+  bookingRateLimitPerMinute: z.coerce.number().int().min(1).max(10_000_000).default(60_000),
   /** Request body bound in bytes (413 beyond). */
   bodyLimitBytes: z.coerce.number().int().min(1024).max(1024 * 1024).default(1024 * 1024),
   /** How long a web console session lasts after sign-in, in seconds (absolute, not idle). */
   sessionTtlSeconds: z.coerce.number().int().min(60).max(7 * 86400).default(8 * 3600),
   /** The origin browsers use for the web console when a proxy changes scheme or host (else the request's own). */
+  /** The deployment's currency code (ISO 4217): what the micro-units of balances and limits count. */
+  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code of three capital letters, like USD or EUR').default('USD'),
   publicOrigin: z
     .url({ protocol: /^https?$/ })
     .transform((u) => new URL(u).origin)
@@ -42,22 +47,28 @@ export const CONSOLE_ENV = {
   host: 'KEYGATE_CONSOLE_HOST',
   trustProxy: 'KEYGATE_CONSOLE_TRUST_PROXY',
   rateLimitPerMinute: 'KEYGATE_CONSOLE_RATE_LIMIT',
+  bookingRateLimitPerMinute: 'KEYGATE_CONSOLE_BOOKING_RATE_LIMIT',
   bodyLimitBytes: 'KEYGATE_CONSOLE_BODY_LIMIT',
   sessionTtlSeconds: 'KEYGATE_CONSOLE_SESSION_TTL',
   publicOrigin: 'KEYGATE_CONSOLE_PUBLIC_ORIGIN',
+  currency: 'KEYGATE_CURRENCY',
 } as const;
 
 export type ConsoleApiConfig = z.infer<typeof consoleApiConfigSchema> & {
   readonly redisUrl: string;
   readonly redisNamespace: string;
   readonly keyPrefix: string;
+  /** `KEYGATE_REQUIRE_WALLET`, read like the sidecars read it: an account never credited is refused (402). */
+  readonly requireWallet: boolean;
   readonly logLevel: string;
   readonly drainDelayMs: number;
   readonly shutdownTimeoutMs: number;
 };
 
 export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string } = {}, env: NodeJS.ProcessEnv = process.env): ConsoleApiConfig {
-  const shared = loadConfig({ redisUrl: flags.redisUrl }, env);
+  // The sidecar's settings this process uses, and only those: a bad sidecar setting never stops it.
+  const shared = loadSettings(['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet', 'logLevel', 'drainDelayMs', 'shutdownTimeoutMs'], { redisUrl: flags.redisUrl }, env);
+  if (shared.drainDelayMs >= shared.shutdownTimeoutMs) throw new ConfigError('invalid setting KEYGATE_DRAIN_DELAY_MS: must be less than KEYGATE_SHUTDOWN_TIMEOUT_MS');
   const raw: Record<string, unknown> = {};
   for (const [k, name] of Object.entries(CONSOLE_ENV)) {
     const v = env[name];
@@ -75,6 +86,7 @@ export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string }
     redisUrl: shared.redisUrl,
     redisNamespace: shared.redisNamespace,
     keyPrefix: shared.keyPrefix,
+    requireWallet: shared.requireWallet,
     logLevel: shared.logLevel,
     drainDelayMs: shared.drainDelayMs,
     shutdownTimeoutMs: shared.shutdownTimeoutMs,

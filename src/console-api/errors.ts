@@ -16,6 +16,7 @@ export const API_ERRORS = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   LIMIT_REACHED: 422,
+  OUT_OF_RANGE: 422,
   RATE_LIMITED: 429,
   INTERNAL: 500,
   STORE_UNAVAILABLE: 503,
@@ -40,6 +41,7 @@ const FROM_CONSOLE: Record<ConsoleErrorCode, ApiErrorCode> = {
   REVEAL_KEY: 'STORE_UNAVAILABLE',
   CORRUPT: 'INTERNAL',
   CONFLICT: 'CONFLICT',
+  RANGE: 'OUT_OF_RANGE',
 };
 
 export function fromConsoleError(err: ConsoleError): ApiError {

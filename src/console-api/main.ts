@@ -12,6 +12,7 @@ import { ManagementConsole } from '../console/management.ts';
 import { shutdownSequence } from '../lifecycle.ts';
 import type { ConsoleApiConfig } from './config.ts';
 import { buildConsoleApp, type ServedRoute } from './server.ts';
+import { startEventDelivery, type EventDelivery } from '../events/service.ts';
 
 export interface ConsoleServer {
   readonly port: number;
@@ -29,12 +30,15 @@ export interface ConsoleServer {
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
 export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
-  const keys = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey });
+  // The wallet rule the sidecars apply (`wallet.enforced`): the same setting, read the same way.
+  const keys = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
   const mc = new ManagementConsole(keys);
   let draining = false;
   const ready = () => !draining && keys.redis.status === 'ready';
+  let events: EventDelivery | undefined;
   try {
     const { app, routes } = await buildConsoleApp(mc, { config, version, ready }, log);
+    events = startEventDelivery(mc, log, { revealKey: opts.revealKey }); // webhook delivery (docs/events.md)
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;
@@ -46,6 +50,7 @@ export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: 
           draining = true;
         },
         transports: [
+          { name: 'events', close: (timeoutMs) => events!.stop(timeoutMs) },
           {
             name: 'console',
             close: async (timeoutMs) => {
@@ -65,6 +70,7 @@ export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: 
     );
     return { port, app, console: mc, routes, ready, shutdown: () => stop(config.drainDelayMs), close: () => stop(0) };
   } catch (err) {
+    await events?.stop();
     await mc.close();
     throw err;
   }

@@ -5,8 +5,20 @@
  */
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN } from '../console/management.ts';
+import { parseIsoInstant } from '../console/validate.ts';
 import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
+import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
+import { KEY_SORTS, KEY_STATES, KEY_STATUS_FILTERS, PAGE_DEFAULT, PAGE_MAX } from '../core/key-page.ts';
+
+function isRealInstant(s: string): boolean {
+  try {
+    parseIsoInstant(s);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const isoTime = z.iso.datetime({ offset: true }).describe('ISO-8601 instant');
 /** An expiry: a date (midnight UTC) or a date-time with a zone. The console library checks it is in the future. */
@@ -14,13 +26,20 @@ const expiry = z
   .string()
   .max(40)
   .regex(/^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:\d{2}))?$/, 'must be an ISO-8601 date or date-time with a zone')
+  .refine(isRealInstant, 'is not a real calendar date and time')
   .describe('ISO-8601 date (midnight UTC) or date-time with a zone');
 
 export const AccountId = z.string().regex(ACCOUNT_ID_PATTERN, 'must be 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit');
 export const KeyId = z.string().regex(KEY_ID_PATTERN, 'must be key_ followed by 16-32 letters and digits');
 export const TokenId = z.string().regex(TOKEN_ID_PATTERN, 'must be tok_ followed by 16-32 letters and digits');
 
-const name = z.string().min(1).max(4 * LIMITS.nameMaxChars).describe(`display name, 1-${LIMITS.nameMaxChars} characters`);
+/** The library's own rule (validateName): at most nameMaxChars characters (code points, as JSON Schema's maxLength counts). */
+const name = z
+  .string()
+  .min(1)
+  .refine((s) => [...s].length <= LIMITS.nameMaxChars, `must be at most ${LIMITS.nameMaxChars} characters`)
+  .meta({ maxLength: LIMITS.nameMaxChars })
+  .describe(`display name, 1-${LIMITS.nameMaxChars} characters`);
 const models = z
   .array(z.string().min(1).max(LIMITS.modelPatternMaxChars))
   .min(1)
@@ -35,6 +54,15 @@ const Limit = z.strictObject({
 const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
+const per = z.enum(RATE_UNITS).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
+const RequestRate = z
+  .strictObject({ requests: z.number().int().min(1).max(MAX_RATE_REQUESTS).describe(`requests per window, 1-${MAX_RATE_REQUESTS}`), per })
+  .describe('request rate: every sidecar counts against the same window');
+const TokenRate = z
+  .strictObject({ tokens: z.number().int().min(1).max(MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
+  .describe('token rate: booked tokens (usage records, metered answers) count against it');
+const RateUse = z.object({ used: z.number().int(), resets_at: isoTime }).nullable();
+
 export const AccountParams = z.strictObject({ account: AccountId });
 export const KeyParams = z.strictObject({ id: KeyId });
 export const TokenParams = z.strictObject({ id: TokenId });
@@ -44,7 +72,16 @@ export const CreateKeyBody = z.strictObject({
   models: models.nullable().optional().describe('allowed model patterns; absent or null = every model'),
   expires_at: expiry.nullable().optional().describe('absent or null = never'),
   limit: Limit.nullable().optional().describe('spend limit per period; absent or null = none'),
+  rate: RequestRate.nullable().optional().describe('request rate; absent or null = none'),
+  token_rate: TokenRate.nullable().optional().describe('token rate; absent or null = none'),
 });
+
+export const UpdateAccountBody = z
+  .strictObject({
+    rate: RequestRate.nullable().optional().describe('request rate of the whole account; null removes it'),
+    token_rate: TokenRate.nullable().optional().describe('token rate of the whole account; null removes it'),
+  })
+  .refine((b) => b.rate !== undefined || b.token_rate !== undefined, { message: 'give at least one of rate, token_rate' });
 
 export const UpdateKeyBody = z
   .strictObject({
@@ -52,9 +89,12 @@ export const UpdateKeyBody = z
     models: models.nullable().optional().describe('null = every model'),
     expires_at: expiry.nullable().optional().describe('null = never'),
     limit: Limit.nullable().optional().describe('spend limit per period; null = none'),
+    rate: RequestRate.nullable().optional().describe('request rate; null = none'),
+    token_rate: TokenRate.nullable().optional().describe('token rate; null = none'),
+    alert_thresholds: z.array(z.number().int().min(1).max(100)).max(10).optional().describe('key.limit.threshold events at these percentages of the limit (default 50, 80, 100; [] = none)'), // events
   })
-  .refine((b) => b.name !== undefined || b.models !== undefined || b.expires_at !== undefined || b.limit !== undefined, {
-    message: 'give at least one of name, models, expires_at, limit',
+  .refine((b) => b.name !== undefined || b.models !== undefined || b.expires_at !== undefined || b.limit !== undefined || b.rate !== undefined || b.token_rate !== undefined || b.alert_thresholds !== undefined, {
+    message: 'give at least one of name, models, expires_at, limit, rate, token_rate, alert_thresholds',
   });
 
 export const CreditBody = z.strictObject({
@@ -94,6 +134,10 @@ export const AuditQuery = z.strictObject({
 
 export const IdempotencyHeaders = z.object({ 'idempotency-key': z.string().min(1).max(255).optional() });
 
+const inOut = z.object({ input: z.number().int(), output: z.number().int() });
+/** Booked tokens (metered bookings and usage records with counts) today and this month, UTC. */
+const Tokens = z.object({ today: inOut, month: inOut }).describe('booked input and output tokens today and this month (UTC)');
+
 export const Key = z.object({
   id: z.string(),
   name: z.string(),
@@ -113,21 +157,73 @@ export const Key = z.object({
     period_micros: z.number().int().describe('spend in the current period'),
     total_micros: z.number().int(),
   }),
+  tokens: Tokens,
+  rate: RequestRate.nullable(),
+  token_rate: TokenRate.nullable(),
+  rate_use: z.object({ requests: RateUse, tokens: RateUse }).describe("the current window's use of each rate (null: no such rate)"),
   rolled_to: z.string().nullable().describe('the key this one was rolled to'),
   rolled_from: z.string().nullable().describe('the key this one replaced'),
 });
 
 export const CreatedKey = Key.extend({ key: z.string().describe('the plaintext key') });
 export const RolledKey = CreatedKey.extend({ old: Key });
-export const KeyList = z.object({ keys: z.array(Key) });
+export const KeyListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(PAGE_MAX).default(PAGE_DEFAULT).describe(`keys per page (1-${PAGE_MAX}, default ${PAGE_DEFAULT})`),
+  cursor: z.string().min(1).max(1024).optional().describe('next_cursor of the page before'),
+  status: z
+    .enum(KEY_STATUS_FILTERS)
+    .default('all')
+    .describe('current = every key not revoked; all (default); or one state: active, expired, limit_reached, rate_limited, revoked'),
+  q: z.string().max(256).optional().describe('search: a case-insensitive substring of the name, or the exact key id or hint'),
+  sort: z.enum(KEY_SORTS).default('created').describe('created (default, oldest first), name or expires; a leading - reverses'),
+});
+export const ListedKey = Key.extend({
+  state: z.enum(KEY_STATES).describe("the key's status now: revoked, expired, limit_reached (its spend limit is reached), rate_limited, or active"),
+  limit_reached_until: isoTime.nullable().describe('limit_reached: when the spend limit lifts (null: a total limit, never)'),
+});
+export const KeyList = z.object({
+  keys: z.array(ListedKey),
+  next_cursor: z.string().nullable().describe('the cursor of the next page; null on the last page'),
+  total: z.number().int().describe('keys matching the search and status, over every page'),
+  active_keys: z.number().int().describe("the account's active keys (revoked ones do not count)"),
+  max_active_keys: z.number().int().describe('the most active keys an account may have'),
+});
 export const Revealed = z.object({ id: z.string(), key: z.string() });
 export const Account = z.object({
   id: z.string(),
   status: z.enum(['active', 'disabled']),
   wallet: z.object({
-    enforced: z.boolean().describe('requests are refused (402) at a balance of zero or below: the account was credited, or the deployment requires wallets'),
+    enforced: z
+      .boolean()
+      .describe(
+        'requests are refused (402) at a balance of zero or below: the account was credited (every sidecar), or it never was and KEYGATE_REQUIRE_WALLET is true (the setting this console and the sidecars read; set it alike on both)',
+      ),
     balance_micros: z.number().int(),
+    exists: z.boolean().optional().describe('false: the account has no wallet (it was never credited)'),
   }),
+  tokens: Tokens,
+  rate: RequestRate.nullable(),
+  token_rate: TokenRate.nullable(),
+  currency: z.string().optional().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
+});
+export const LedgerQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(PAGE_MAX).default(PAGE_DEFAULT).describe(`entries per page (1-${PAGE_MAX}, default ${PAGE_DEFAULT})`),
+  cursor: z.string().min(1).max(512).optional().describe('next_cursor of the page before'),
+});
+export const LedgerEntry = z.object({
+  id: z.string().describe('c:{reference} for a credit; the usage-log id for a charge'),
+  time: isoTime,
+  type: z.enum(['credit', 'charge']),
+  amount_micros: z.number().int().describe('signed: positive for a credit, negative for a charge'),
+  reference: z.string().nullable().describe("a credit's payment reference"),
+  request_id: z.string().nullable().describe("a charge's request id"),
+  key_id: z.string().nullable().describe('the key a charge was booked to'),
+  model: z.string().nullable(),
+});
+export const Ledger = z.object({
+  currency: z.string(),
+  entries: z.array(LedgerEntry).describe('newest first'),
+  next_cursor: z.string().nullable().describe('the cursor of the next (older) page; null on the last page'),
 });
 export const Credited = z.object({
   account: z.string(),
@@ -154,6 +250,9 @@ export const UsageEntry = z.object({
   model: z.string().nullable(),
   input_tokens: z.number().int().nullable(),
   output_tokens: z.number().int().nullable(),
+  cached_input_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
+  cache_write_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
+  reasoning_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
 });
 export const UsageList = z.object({
   entries: z.array(UsageEntry).describe('oldest first'),
@@ -183,4 +282,9 @@ export const AuditEvent = z.object({
 export const AuditList = z.object({ events: z.array(AuditEvent) });
 
 export const ErrorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+export const UsageConflictBody = ErrorBody.extend({
+  booked: z
+    .object({ key_id: z.string(), account: z.string(), request_id: z.string(), amount_micros: z.number().int() })
+    .describe('the record booked first under this request id (it stands; nothing was changed)'),
+});
 export const Health = z.object({ status: z.string() });

@@ -7,6 +7,7 @@
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { ReplyError } from 'ioredis';
 import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -16,11 +17,17 @@ import { consoleWebPlugin, type TokenDirectory } from '../console-web/plugin.ts'
 import { authenticate } from './auth.ts';
 import type { ConsoleApiConfig } from './config.ts';
 import { ApiError, fromConsoleError } from './errors.ts';
+import { completeDocument, openApiPath } from './openapi.ts';
+import { registerKeyUsageRoutes } from './key-usage-routes.ts';
+import { registerLedgerRoutes } from './ledger-routes.ts';
 import { registerRoutes } from './routes.ts';
+import { isKeySelfRoute, registerEventRoutes } from '../events/routes.ts';
+import { registerPriceRoutes } from './price-routes.ts';
+import { registerUsageRoutes } from './usage-routes.ts';
 import { Health } from './schemas.ts';
 
 export interface ConsoleAppOptions {
-  readonly config: Pick<ConsoleApiConfig, 'trustProxy' | 'rateLimitPerMinute' | 'bodyLimitBytes' | 'keyPrefix' | 'redisNamespace' | 'sessionTtlSeconds' | 'publicOrigin'>;
+  readonly config: Pick<ConsoleApiConfig, 'trustProxy' | 'rateLimitPerMinute' | 'bookingRateLimitPerMinute' | 'bodyLimitBytes' | 'keyPrefix' | 'redisNamespace' | 'sessionTtlSeconds' | 'publicOrigin'> & { readonly currency?: string };
   readonly version: string;
   /** Ready as `/readyz` reports it. */
   readonly ready: () => boolean;
@@ -37,6 +44,19 @@ function fieldName(where: string, path: readonly PropertyKey[]): string {
   let s = where;
   for (const p of path) s += typeof p === 'number' ? `[${p}]` : `.${String(p)}`;
   return s;
+}
+
+/**
+ * Whether an error that is none of the API's own (coded, validation, Fastify) is the store's outage,
+ * by its type: the only other I/O of a request is the store client, whose failures to reach Redis
+ * (refused or closed connections, command timeouts, retries exhausted, a Cluster without a node) are
+ * plain errors or ioredis' abort errors. A reply error (Redis answered: a script or a type fault) and
+ * the language's own errors (a bug) are internal errors, 500.
+ */
+export function isStoreOutage(err: Error): boolean {
+  if (err instanceof ReplyError) return false;
+  if (err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError) return false;
+  return true;
 }
 
 /** Trust the nearest `n` proxies (the hops closest to this server). */
@@ -70,10 +90,15 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
     routerOptions: { maxParamLength: 200 },
   });
   const routes: ServedRoute[] = [];
+  const bodyLimits = new Map<string, number>();
   app.addHook('onRoute', (r) => {
     // The web page's static files are hidden from the API document, and are not API routes.
     if ((r.schema as { hide?: boolean } | undefined)?.hide) return;
-    for (const method of [r.method].flat()) if (method !== 'HEAD') routes.push({ method, url: r.url });
+    for (const method of [r.method].flat()) {
+      if (method === 'HEAD') continue;
+      routes.push({ method, url: r.url });
+      bodyLimits.set(`${method} ${openApiPath(r.url)}`, r.bodyLimit ?? opts.config.bodyLimitBytes);
+    }
   });
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: a text/plain body is 415, not a string the schemas would reject with a vaguer message.
@@ -101,42 +126,33 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'keygate management API', version: opts.version, description: 'Manage API keys, accounts, wallets, usage, management tokens and the audit log.' },
-      components: { securitySchemes: { managementToken: { type: 'http', scheme: 'bearer', description: 'a management token (kgmt_…) from `keygate tokens create`' } } },
+      info: { title: 'keygate management API', version: opts.version, description: 'Manage API keys, accounts, wallets, usage, prices, management tokens and the audit log.' },
+      components: {
+        securitySchemes: {
+          managementToken: { type: 'http', scheme: 'bearer', description: 'a management token (kgmt_…) from `keygate tokens create`' },
+          // GET /v1/key only: the API key itself, in any of the headers the sidecar reads.
+          apiKey: { type: 'http', scheme: 'bearer', description: 'an API key (the key reads its own settings)' },
+          apiKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'an API key' },
+          apiKeyGoogHeader: { type: 'apiKey', in: 'header', name: 'x-goog-api-key', description: 'an API key' },
+        },
+      },
     },
     transform: jsonSchemaTransform,
+    transformObject: (o) => completeDocument('openapiObject' in o ? o.openapiObject : o.swaggerObject, bodyLimits),
   });
+  // Rate limits: one bucket per management token once authenticated (tokens behind one address do not
+  // share), one per client address before (sign-in, failed authentication, the page, operations).
+  // Book-keeping writes (usage records, credits) have their own per-token bucket (routes.ts).
+  const tooMany = (ttlMs: number) => Object.assign(new ApiError('RATE_LIMITED', `too many requests; retry in ${Math.ceil(ttlMs / 1000)} s`), { statusCode: 429 });
   await app.register(rateLimit, {
     max: opts.config.rateLimitPerMinute,
     timeWindow: 60_000,
-    errorResponseBuilder: (_req, ctx) => Object.assign(new ApiError('RATE_LIMITED', `too many requests; retry in ${Math.ceil(ctx.ttl / 1000)} s`), { statusCode: 429 }),
+    keyGenerator: (req) => (req.principal ? `token:${req.principal.token.id}` : `addr:${req.ip}`),
+    errorResponseBuilder: (_req, ctx) => tooMany(ctx.ttl),
   });
+  const addressLimit = app.createRateLimit({ max: opts.config.rateLimitPerMinute, timeWindow: 60_000, keyGenerator: (req) => `unauth:${req.ip}` });
 
-  // The web page (`/`, `/session`): its session cookie stands for the account-scoped token it signed in with.
-  await app.register(consoleWebPlugin, {
-    redis: mc.keys.redis,
-    namespace: opts.config.redisNamespace,
-    sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
-    publicOrigin: opts.config.publicOrigin,
-    tokens: webTokens(mc),
-  });
-
-  // Authentication before parsing: an unauthenticated request learns nothing, not even what is bad in its body.
-  // A Bearer token wins; without one, a web session (with its CSRF token on changes) authenticates.
-  app.addHook('onRequest', async (req) => {
-    if (!req.url.startsWith('/v1/')) return;
-    if (!req.headers.authorization) {
-      const web = await app.webSessionAuth(req);
-      if (web.kind === 'refused') throw new ApiError(web.status === 401 ? 'UNAUTHENTICATED' : 'FORBIDDEN', web.message);
-      if (web.kind === 'ok') {
-        const token = web.principal.token as TokenRecord;
-        req.principal = { token, actor: { type: 'token', id: token.id, name: token.name } };
-        return;
-      }
-    }
-    req.principal = await authenticate(req, mc, opts.config.keyPrefix);
-  });
-
+  // The error handler before the web page's routes: a route keeps the handler of its registration.
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send(new ApiError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]!.slice(0, 100)}`).body());
   });
@@ -162,9 +178,8 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
       else if (status === 405) e = new ApiError('METHOD_NOT_ALLOWED', 'method not allowed');
       else if (status >= 400 && status < 500) e = new ApiError('INVALID_INPUT', fe.message.slice(0, 200));
       else {
-        const redis = /redis|ECONNREFUSED|Connection is closed|timed out|max retries/i.test(err.message);
-        log.error({ err: { message: err.message.slice(0, 300) }, route: req.routeOptions.url }, 'console request failed');
-        e = redis ? new ApiError('STORE_UNAVAILABLE', 'the store is unavailable; nothing was changed') : new ApiError('INTERNAL', 'internal error');
+        log.error({ err: { name: err.name, message: err.message.slice(0, 300) }, route: req.routeOptions.url }, 'console request failed');
+        e = isStoreOutage(err) ? new ApiError('STORE_UNAVAILABLE', 'the store is unavailable; nothing was changed') : new ApiError('INTERNAL', 'internal error');
       }
     }
     if (e.code === 'RATE_LIMITED') {
@@ -172,6 +187,43 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
       if (ra) void reply.header('retry-after', ra);
     }
     void reply.code(e.status).send(e.body());
+  });
+
+  // The web page (`/`, `/session`): its session cookie stands for the account-scoped token it signed in with.
+  await app.register(consoleWebPlugin, {
+    redis: mc.keys.redis,
+    namespace: opts.config.redisNamespace,
+    sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
+    publicOrigin: opts.config.publicOrigin,
+    tokens: webTokens(mc),
+  });
+
+  // Authentication before parsing: an unauthenticated request learns nothing, not even what is bad in its body.
+  // A Bearer token wins; without one, a web session (with its CSRF token on changes) authenticates.
+  app.addHook('onRequest', async (req, reply) => {
+    if (!req.url.startsWith('/v1/') || isKeySelfRoute(req.url)) return; // GET /v1/key: authenticated by the API key itself
+    try {
+      if (!req.headers.authorization) {
+        const web = await app.webSessionAuth(req);
+        if (web.kind === 'refused') throw new ApiError(web.status === 401 ? 'UNAUTHENTICATED' : 'FORBIDDEN', web.message);
+        if (web.kind === 'ok') {
+          const token = web.principal.token as TokenRecord;
+          req.principal = { token, actor: { type: 'token', id: token.id, name: token.name } };
+          return;
+        }
+      }
+      req.principal = await authenticate(req, mc, opts.config.keyPrefix);
+    } catch (err) {
+      // Not authenticated: the request counts against its address's bucket.
+      if (err instanceof ApiError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {
+        const r = await addressLimit(req);
+        if (!r.isAllowed && r.isExceeded) {
+          void reply.header('retry-after', String(r.ttlInSeconds));
+          throw tooMany(r.ttl);
+        }
+      }
+      throw err;
+    }
   });
 
   const t = app.withTypeProvider<ZodTypeProvider>();
@@ -187,7 +239,12 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
   });
   t.get('/openapi.json', { config: { rateLimit: false }, schema: { operationId: 'openapi', tags: ['operations'], summary: 'This document (OpenAPI 3.1)' } }, async () => app.swagger());
 
-  registerRoutes(app, mc);
+  registerRoutes(app, mc, opts.config.bookingRateLimitPerMinute, opts.config.currency);
+  registerEventRoutes(app, mc);
+  registerLedgerRoutes(app, mc, opts.config.currency ?? 'USD');
+  registerPriceRoutes(app, mc);
+  registerUsageRoutes(app, mc);
+  registerKeyUsageRoutes(app, mc, opts.config.currency ?? 'USD');
   await app.ready();
   return { app, registry, routes };
 }

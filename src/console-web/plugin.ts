@@ -153,24 +153,31 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     return null;
   }
 
-  async function live(req: FastifyRequest): Promise<{ id: string; record: SessionRecord; token: TokenInfo } | null> {
+  /** The live session, or why there is none (`revoked`: its token was revoked, which ends it here). */
+  async function liveOrWhy(req: FastifyRequest): Promise<{ id: string; record: SessionRecord; token: TokenInfo } | 'ended' | 'revoked'> {
     const id = sessionId(req);
-    if (!id) return null;
+    if (!id) return 'ended';
     const record = await sessions.get(id);
-    if (!record) return null;
+    if (!record) return 'ended';
     // The session lasts only as long as its token: a revoked token ends it on the next request.
     const token = await opts.tokens.byId(record.tokenId);
     if (!token || token.account !== record.account) {
       await sessions.end(id);
-      return null;
+      return 'revoked';
     }
     return { id, record, token };
   }
 
+  async function live(req: FastifyRequest): Promise<{ id: string; record: SessionRecord; token: TokenInfo } | null> {
+    const s = await liveOrWhy(req);
+    return typeof s === 'string' ? null : s;
+  }
+
   async function sessionAuth(req: FastifyRequest): Promise<SessionAuth> {
     if (!sessionId(req)) return { kind: 'none' };
-    const s = await live(req);
-    if (!s) return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: sign in again' };
+    const s = await liveOrWhy(req);
+    if (s === 'revoked') return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: its token was revoked. Sign in with another token.' };
+    if (s === 'ended') return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: it expired or was signed out. Sign in again.' };
     if (!SAFE_METHODS.has(req.method)) {
       const why = crossSite(req);
       if (why) return { kind: 'refused', status: 403, code: 'FORBIDDEN', message: `cross-site request refused: ${why}` };

@@ -4,10 +4,12 @@
  * The session id travels only in an HttpOnly cookie; Redis holds its SHA-256 digest, so a copy of
  * the store does not give live sessions.
  *
- *   {ns}:v1:{mgmt}:websession:{sha256hex(session id)}  HASH  token_id, account, token_name, csrf, created_at, expires_at (epoch ms); PEXPIRE = expiry
+ *   {ns}:v1:{mgmt}:websession:{sha256hex(session id)}  HASH  SessionField of src/schema/management.ts (epoch ms times); PEXPIRE = expiry
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { systemClock, type Clock } from '../core/clock.ts';
 import type { RedisClient } from '../store/redis.ts';
+import { managementSchema, SessionField as F } from '../schema/management.ts';
 
 export interface SessionRecord {
   tokenId: string;
@@ -36,10 +38,13 @@ export class SessionStore {
   readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly ttlMs: number;
+  readonly #now: () => number;
 
-  constructor(redis: RedisClient, namespace: string, ttlMs: number) {
+  /** `clock`: what a session's creation and expiry are measured on (Redis also drops it at `expires_at`). */
+  constructor(redis: RedisClient, namespace: string, ttlMs: number, clock: Pick<Clock, 'now'> = systemClock) {
     this.#redis = redis;
-    this.#prefix = `${namespace}:v1:{mgmt}:websession:`;
+    this.#now = clock.now;
+    this.#prefix = managementSchema(namespace).sessionPrefix();
     this.ttlMs = ttlMs;
   }
 
@@ -50,37 +55,35 @@ export class SessionStore {
   /** A new session for the token; returns its id (for the cookie only) and its record. */
   async create(tokenId: string, account: string, tokenName: string): Promise<{ id: string; record: SessionRecord }> {
     const id = newSecret();
-    const now = Date.now();
+    const now = this.#now();
     const record: SessionRecord = { tokenId, account, tokenName, csrf: newSecret(), createdAt: now, expiresAt: now + this.ttlMs };
     await this.#redis
       .multi()
       .hset(this.#key(id), {
-        token_id: tokenId,
-        account,
-        token_name: tokenName,
-        csrf: record.csrf,
-        created_at: String(record.createdAt),
-        expires_at: String(record.expiresAt),
+        [F.tokenId]: tokenId,
+        [F.account]: account,
+        [F.tokenName]: tokenName,
+        [F.csrf]: record.csrf,
+        [F.createdAt]: String(record.createdAt),
+        [F.expiresAt]: String(record.expiresAt),
       })
       .pexpireat(this.#key(id), record.expiresAt)
       .exec();
     return { id, record };
   }
 
-  /** The live session with this id, or null (unknown, malformed, expired or ended). */
+  /**
+   * The live session with this id, or null (unknown, malformed, expired or ended). Expiry is checked
+   * here, not left to Redis: a session is dead from its `expires_at` instant on, whatever Redis's
+   * own expiry (a replica, a restored copy, a clock apart) still holds.
+   */
   async get(sessionId: string): Promise<SessionRecord | null> {
     if (!isSessionId(sessionId)) return null;
     const h = await this.#redis.hgetall(this.#key(sessionId));
-    const expiresAt = Number(h.expires_at);
-    if (!h.token_id || !h.account || !h.csrf || !Number.isSafeInteger(expiresAt) || expiresAt <= Date.now()) return null;
-    return {
-      tokenId: h.token_id,
-      account: h.account,
-      tokenName: h.token_name ?? '',
-      csrf: h.csrf,
-      createdAt: Number(h.created_at),
-      expiresAt,
-    };
+    const expiresAt = Number(h[F.expiresAt]);
+    const [tokenId, account, csrf] = [h[F.tokenId], h[F.account], h[F.csrf]];
+    if (!tokenId || !account || !csrf || !Number.isSafeInteger(expiresAt) || expiresAt <= this.#now()) return null;
+    return { tokenId, account, tokenName: h[F.tokenName] ?? '', csrf, createdAt: Number(h[F.createdAt]), expiresAt };
   }
 
   async end(sessionId: string): Promise<void> {

@@ -6,7 +6,8 @@ export type ConsoleErrorCode =
   | 'LIMIT' // the account already has the maximum number of active keys
   | 'REVEAL_KEY' // KEYGATE_REVEAL_KEY missing or malformed, or the envelope does not open under it
   | 'CORRUPT' // a record in Redis does not follow the schema
-  | 'CONFLICT'; // an id or digest collision that survived retries (practically impossible)
+  | 'CONFLICT' // an id or digest collision that survived retries, a repeated id with another body
+  | 'RANGE'; // an amount that would take a balance or a total out of the exact integer range
 
 /** An error with a stable code for callers and a one-line message safe to show (the console's and the API's). */
 export class CodedError<C extends string> extends Error {

@@ -22,6 +22,8 @@ import {
 } from '../schema/redis-schema.ts';
 import { connectRedis, type RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
+import { rateChanges, rateOps, RateSettings, validateRatesPatch, type RatesPatch, type RatesUse } from './rates.ts';
+import { encodeRateFields, type Rates } from '../schema/rates.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId, validateExpiry, validateKeyId, validateModels, validateName } from './validate.ts';
 import {
@@ -34,7 +36,7 @@ import {
   type UsageInput,
   type UsageResult,
 } from './wallet.ts';
-import type { KeyLimit, UsageEntry } from '../schema/money.ts';
+import type { KeyLimit, TokenTotals, UsageEntry } from '../schema/money.ts';
 
 export type ExpiryInput = Date | string | number;
 
@@ -67,11 +69,15 @@ export interface AccountInfo {
   readonly id: string;
   readonly status: AccountStatus;
   readonly wallet: AccountWallet;
+  /** Booked tokens today and this month (UTC), over the account's keys. */
+  readonly tokens: TokenTotals;
+  readonly rates: Rates;
 }
 
-/** A key record with its usage (last used, requests, spend, limit). */
+/** A key record with its usage (last used, requests, spend, limit) and its rates' current windows. */
 export interface KeyView extends KeyRecord {
   readonly usage: KeyUsage;
+  readonly rateUse: RatesUse;
 }
 
 export interface CreateKeyInput {
@@ -83,6 +89,8 @@ export interface CreateKeyInput {
   readonly expiresAt?: ExpiryInput | null;
   /** Spend limit per period; absent or null = none. */
   readonly limit?: KeyLimit | null;
+  /** Request and token rates; absent or null = none. */
+  readonly rates?: RatesPatch;
 }
 
 export interface CreatedKey {
@@ -99,6 +107,8 @@ export interface KeyUpdate {
   readonly expiresAt?: ExpiryInput | null;
   /** `null` = no limit. */
   readonly limit?: KeyLimit | null;
+  /** `null` removes a rate; a rate left out is untouched. */
+  readonly rates?: RatesPatch;
 }
 
 /**
@@ -142,6 +152,8 @@ export class KeyConsole {
   readonly #revealKey: string | undefined;
   readonly #maxActive: number;
   readonly #money: WalletOps;
+  /** Rate settings and window reads (docs/rate-limits.md). */
+  readonly rates: RateSettings;
   #ring: Keyring | undefined;
   #lastRedisError: Error | undefined;
 
@@ -173,6 +185,7 @@ export class KeyConsole {
       if (!Number.isSafeInteger(n) || n < 1) throw new ConsoleError('INVALID_INPUT', `${what} must be a positive integer`);
       return n;
     };
+    this.rates = new RateSettings(this.redis, this.schema);
     this.#money = new WalletOps(this.redis, this.schema, {
       requireWallet: opts.requireWallet === true,
       usageIdempotencySeconds: positive(opts.usageIdempotencySeconds, MONEY_DEFAULTS.usageIdempotencySeconds, 'usageIdempotencySeconds'),
@@ -196,6 +209,7 @@ export class KeyConsole {
     const models = input.models === undefined ? null : validateModels(input.models);
     const expiresAt = input.expiresAt === undefined || input.expiresAt === null ? null : validateExpiry(input.expiresAt, Date.now());
     const limit = input.limit === undefined || input.limit === null ? null : validateLimit(input.limit);
+    const rates = validateRatesPatch(input.rates);
     const ring = this.#keyring();
 
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -211,18 +225,21 @@ export class KeyConsole {
         hint: maskKey(key, this.keyPrefix),
         secret: sealSecret(ring, id, key),
       });
+      fields.push(...encodeRateFields(rates).set);
       const expiryArg = expiresAt === null ? '' : String(expiresAt);
       const ev = audit && {
         audit,
         account,
         keyId: id,
-        changes: { name, models, expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(), ...(limit !== null ? { limit: limitJson(limit) } : {}) },
+        changes: { name, models, expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(), ...(limit !== null ? { limit: limitJson(limit) } : {}), ...rateChanges(rates) },
       };
       // The limit first: the key is usable only once its record exists, and never without its limit.
       if (limit !== null) await this.#money.setLimit(account, id, limit);
+      // Likewise its token-rate mirror (bookings count against it from the key's first request).
+      if (rates.tokens) await this.rates.setTokenRate(account, id, rates.tokens);
       const result = this.isCluster
         ? await this.#createStepwise(account, id, digest, expiryArg, fields)
-        : await this.#eval(lua.CREATE_ALL, [this.schema.keyRecord(digest), this.schema.keyIdIndex(id), this.schema.accountKeys(account), this.schema.accountActiveKeys(account)], [String(this.#maxActive), id, digest, expiryArg, ...fields], ev);
+        : await this.#eval(lua.CREATE_ALL, [this.schema.keyRecord(digest), this.schema.keyIdIndex(id), this.schema.accountKeys(account), this.schema.accountActiveKeys(account), ...this.#indexKeys(account)], [String(this.#maxActive), id, digest, expiryArg, ...fields], ev);
       if (result !== 'OK' && limit !== null) await this.#money.dropSpend(account, id);
       if (result === 'EXISTS') continue;
       this.#expectOk(result, id);
@@ -232,10 +249,72 @@ export class KeyConsole {
     throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
   }
 
-  /** Cluster: indexes first (each a single-slot write), the key record last; undo the indexes on a collision. */
-  async #createStepwise(account: string, id: string, digest: string, expiryArg: string, fields: string[]): Promise<string> {
+  /**
+   * Replaces an active key with a new one of the same account, name, models and expiry, carrying its
+   * spend record (every period, the total and the limit: rolling never resets a spend limit). Exactly
+   * one roll of a key succeeds: the "already rolled" check and the new key are one script (on Cluster
+   * the old record is claimed for the new key first). Another roll gets REVOKED ("already rolled").
+   * The old key is revoked at once (`graceMs` 0; then it does not count against the active-key limit)
+   * or expires after the grace.
+   */
+  async rollKey(keyId: string, graceMs: number, audit?: AuditWrite): Promise<CreatedKey> {
+    validateKeyId(keyId);
     const s = this.schema;
-    const reserved = await this.#eval(lua.CREATE_RESERVE, [s.accountActiveKeys(account)], [String(this.#maxActive), id]);
+    const oldDigest = await this.#digestOf(keyId);
+    const old = await this.#readRecord(oldDigest, keyId);
+    if (old.status === 'revoked') throw new ConsoleError('REVOKED', `key ${keyId} is revoked; revoked keys cannot be rolled`);
+    const ring = this.#keyring();
+    const account = old.account;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const key = generateKey(this.keyPrefix);
+      const id = generateKeyId();
+      const digest = keyDigest(key);
+      const fields = [
+        ...encodeKeyRecord({ id, account, name: old.name, models: old.models, expiresAt: old.expiresAt, hint: maskKey(key, this.keyPrefix), secret: sealSecret(ring, id, key) }),
+        'rolled_from',
+        keyId,
+      ];
+      const expiryArg = old.expiresAt === null ? '' : String(old.expiresAt);
+      const ev = audit && { audit, account, keyId, changes: { rolled_to: id, grace_seconds: graceMs / 1000 } };
+      // The spend first, like a create's limit: the new key is usable only once its record exists.
+      await this.#money.copySpend(account, keyId, id);
+      const result = this.isCluster
+        ? await this.#rollStepwise(s.keyRecord(oldDigest), keyId, account, id, digest, expiryArg, fields, graceMs)
+        : await this.#eval(
+            lua.ROLL_ALL,
+            [s.keyRecord(oldDigest), s.keyRecord(digest), s.keyIdIndex(id), s.accountKeys(account), s.accountActiveKeys(account), ...this.#indexKeys(account)],
+            [keyId, id, String(graceMs), String(this.#maxActive), digest, expiryArg, ...fields],
+            ev,
+          );
+      if (result !== 'OK') await this.#money.dropSpend(account, id);
+      if (result === 'EXISTS') continue;
+      if (result === 'ROLLED') throw new ConsoleError('REVOKED', `key ${keyId} was already rolled`);
+      this.#expectOk(result, keyId);
+      if (this.isCluster && ev) await this.#auditAfter(ev);
+      return { id, key, record: await this.#readRecord(digest, id) };
+    }
+    throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
+  }
+
+  /** Cluster roll: claim the old record, create the new key stepwise (undoing the claim if it fails), retire the old key. */
+  async #rollStepwise(oldRec: string, keyId: string, account: string, id: string, digest: string, expiryArg: string, fields: string[], graceMs: number): Promise<string> {
+    const claim = await this.#eval(lua.ROLL_CLAIM, [oldRec], [keyId, id]);
+    if (claim !== 'OK') return claim;
+    const created = await this.#createStepwise(account, id, digest, expiryArg, fields, graceMs === 0 ? keyId : '');
+    if (created !== 'OK') {
+      await this.#eval(lua.ROLL_UNCLAIM, [oldRec], [id]);
+      return created;
+    }
+    const finished = await this.#eval(lua.ROLL_FINISH, [oldRec], [keyId, id, String(graceMs)]);
+    if (graceMs === 0) await this.redis.srem(this.schema.accountActiveKeys(account), keyId);
+    await this.indexRecords(account, [oldRec]);
+    return finished;
+  }
+
+  /** Cluster: indexes first (each a single-slot write), the key record last; undo the indexes on a collision. */
+  async #createStepwise(account: string, id: string, digest: string, expiryArg: string, fields: string[], replacing = ''): Promise<string> {
+    const s = this.schema;
+    const reserved = await this.#eval(lua.CREATE_RESERVE, [s.accountActiveKeys(account)], [String(this.#maxActive), id, replacing]);
     if (reserved !== 'OK') return reserved;
     const undo = async () => {
       await this.redis.srem(s.accountActiveKeys(account), id);
@@ -250,6 +329,8 @@ export class KeyConsole {
     if (result !== 'OK') {
       await this.redis.del(s.keyIdIndex(id));
       await undo();
+    } else {
+      await this.indexRecords(account, [s.keyRecord(digest)]);
     }
     return result;
   }
@@ -278,6 +359,19 @@ export class KeyConsole {
     // terminal, so removing it is always safe.
     if (heal.length > 0) await this.redis.srem(s.accountActiveKeys(account), ...heal);
     return out.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  }
+
+  /**
+   * The account of a key id, or null for an unknown id: always the same two reads (the id index, then
+   * one field of a record — a placeholder name for an unknown id), so an unknown id and a known one
+   * cost the same round trips.
+   */
+  async accountOfKeyId(keyId: string): Promise<string | null> {
+    validateKeyId(keyId);
+    const digest = await this.redis.get(this.schema.keyIdIndex(keyId));
+    const ok = digest !== null && /^[0-9a-f]{64}$/.test(digest);
+    const account = await this.redis.hget(this.schema.keyRecord(ok ? digest : '0'.repeat(64)), KeyField.account);
+    return ok ? account : null;
   }
 
   /** One key's record (never plaintext). */
@@ -320,12 +414,14 @@ export class KeyConsole {
       else ops.push('set', KeyField.expiresAt, String(validateExpiry(patch.expiresAt, Date.now())));
     }
     const limit = patch.limit === undefined ? undefined : patch.limit === null ? null : validateLimit(patch.limit);
-    if (ops.length === 0 && limit === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give a name, models, expiry or limit');
+    const rates = validateRatesPatch(patch.rates);
+    ops.push(...rateOps(rates));
+    if (ops.length === 0 && limit === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give a name, models, expiry, limit or rate');
     const digest = await this.#digestOf(keyId);
+    const account = await this.redis.hget(this.schema.keyRecord(digest), KeyField.account);
+    if (account === null) throw notFound(keyId);
     let ev: AuditEval | undefined;
     if (audit) {
-      const account = await this.redis.hget(this.schema.keyRecord(digest), KeyField.account);
-      if (account === null) throw notFound(keyId);
       const changes: Record<string, unknown> = {};
       for (let i = 0; i < ops.length; ) {
         const field = ops[i + 1]!;
@@ -338,8 +434,15 @@ export class KeyConsole {
       ev = { audit, account, keyId, changes };
     }
     if (ops.length > 0) {
-      this.#expectOk(await this.#eval(lua.UPDATE, [this.schema.keyRecord(digest)], [keyId, ...ops], ev), keyId);
+      const rec = this.schema.keyRecord(digest);
+      this.#expectOk(await this.#eval(lua.UPDATE, this.isCluster ? [rec] : [rec, ...this.#indexKeys(account)], [keyId, ...ops], ev), keyId);
+      if (this.isCluster) await this.indexRecords(account, [rec]);
       if (this.isCluster && ev) await this.#auditAfter(ev);
+    }
+    if (rates.tokens !== undefined) {
+      // The mirror after the record (a revoked key was refused above); a change lifts a block it no longer justifies.
+      const r = await this.#readRecord(digest, keyId);
+      await this.rates.setTokenRate(r.account, keyId, rates.tokens);
     }
     if (limit !== undefined) {
       // The limit lives with the account's money records (one Cluster slot per account); the record
@@ -367,10 +470,13 @@ export class KeyConsole {
     const ev = audit && { audit, account, keyId, changes: { status: 'revoked' } };
     if (this.isCluster) {
       result = await this.#eval(lua.REVOKE_RECORD_ONLY, [s.keyRecord(digest)], [keyId]);
-      if (result === 'OK' || result === 'ALREADY') await this.redis.srem(s.accountActiveKeys(account), keyId);
+      if (result === 'OK' || result === 'ALREADY') {
+        await this.redis.srem(s.accountActiveKeys(account), keyId);
+        await this.indexRecords(account, [s.keyRecord(digest)]);
+      }
       if (result === 'OK' && ev) await this.#auditAfter(ev);
     } else {
-      result = await this.#eval(lua.REVOKE_ALL, [s.keyRecord(digest), s.accountActiveKeys(account)], [keyId, account], ev);
+      result = await this.#eval(lua.REVOKE_ALL, [s.keyRecord(digest), s.accountActiveKeys(account), ...this.#indexKeys(account)], [keyId, account], ev);
     }
     if (result === 'ALREADY') return { id: keyId, account, alreadyRevoked: true };
     this.#expectOk(result, keyId);
@@ -408,22 +514,32 @@ export class KeyConsole {
 
   /** `{id, status, wallet: {enforced, balance_micros}}`. */
   async accountInfo(account: string): Promise<AccountInfo> {
-    const [status, wallet] = await Promise.all([this.accountStatus(account), this.#money.wallet(account)]);
-    return { id: account, status, wallet };
+    const [status, wallet, rates, tokens] = await Promise.all([this.accountStatus(account), this.#money.wallet(account), this.rates.accountRates(account), this.#money.accountTokens(account)]);
+    return { id: account, status, wallet, rates, tokens };
+  }
+
+  /** Sets or (null) removes the account's rates; refused (nothing changed) when a value is bad. Audited as `update`. */
+  async setAccountRates(account: string, patch: RatesPatch, audit?: AuditWrite): Promise<Rates> {
+    validateAccountId(account);
+    const p = validateRatesPatch(patch);
+    if (p.requests === undefined && p.tokens === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to update: give a rate or a token rate (or remove one)');
+    const r = await this.rates.setAccountRates(account, p);
+    if (audit) await appendAudit(this.redis, this.isCluster, audit.lists(account), audit.event(account, null, rateChanges(p)));
+    return r;
   }
 
   /** One key with its usage: last used, requests today and this month, spend, limit. */
   async getKeyView(keyId: string): Promise<KeyView> {
     const r = await this.getKey(keyId);
-    const [usage] = await this.#money.usage([r]);
-    return { ...r, usage: usage! };
+    const [[usage], rateUse] = await Promise.all([this.#money.usage([r]), this.rates.use(r.account, r.id, r.rates)]);
+    return { ...r, usage: usage!, rateUse };
   }
 
   /** The account's keys with their usage, oldest first. */
   async listKeyViews(account: string): Promise<KeyView[]> {
     const list = await this.listKeys(account);
-    const usage = await this.#money.usage(list);
-    return list.map((r, i) => ({ ...r, usage: usage[i]! }));
+    const [usage, rateUse] = await Promise.all([this.#money.usage(list), Promise.all(list.map((r) => this.rates.use(r.account, r.id, r.rates)))]);
+    return list.map((r, i) => ({ ...r, usage: usage[i]!, rateUse: rateUse[i]! }));
   }
 
   /** Sets or (null) removes a key's spend limit; takes effect on the next request at every sidecar. */
@@ -467,6 +583,35 @@ export class KeyConsole {
       }
     }
     return this.#ring;
+  }
+
+  /** The account's key list index: keyorder, keycur, keyinfo (one Cluster slot). */
+  #indexKeys(account: string): [string, string, string] {
+    const s = this.schema;
+    return [s.keyOrder(account), s.keyCurrent(account), s.keyInfo(account)];
+  }
+
+  /**
+   * Writes the list index entries of the given key records (by record key name) from what they hold
+   * now: the Cluster steps (the records are in other slots than the index) and the lazy build. An
+   * entry is only replaced by a newer `rev`, so a late or repeated write never undoes a change.
+   * `built`: the marker of a full build (see `KEY_INFO_BUILT`).
+   */
+  async indexRecords(account: string, records: readonly string[], built = ''): Promise<number> {
+    const fields = [KeyField.id, KeyField.rev, KeyField.createdAt, KeyField.expiresAt, KeyField.status, KeyField.hint, KeyField.name];
+    let written = 0;
+    for (let i = 0; i < records.length || (i === 0 && built !== ''); i += 500) {
+      const chunk = records.slice(i, i + 500);
+      const rows = await Promise.all(chunk.map((r) => this.redis.hmget(r, ...fields)));
+      const args: string[] = [];
+      for (const v of rows) {
+        if (v[0] === null || v[0] === undefined) continue;
+        args.push(v[0], v[1] ?? '0', v[2] ?? '0', v[3] ?? '', v[4] ?? 'active', v[5] ?? '', v[6] ?? '');
+      }
+      const last = i + 500 >= records.length;
+      written += Number(await this.redis.eval(lua.INDEX_PUT, 3, ...this.#indexKeys(account), last ? built : '', ...args));
+    }
+    return written;
   }
 
   async #digestOf(keyId: string): Promise<string> {

@@ -4,14 +4,9 @@
  * (`keygate console`) both run every operation through this one class, so there is one
  * implementation of each.
  *
- * Redis keys it adds to the schema (docs/redis-schema.md, "Management records"):
- *   {ns}:v1:{mgmt}:mtoken:{sha256hex}    HASH    a management token, found by the digest of the token
- *   {ns}:v1:{mgmt}:mtokenid:{tokenId}    STRING  → sha256hex
- *   {ns}:v1:{mgmt}:mtokens               SET     every token id
- *   {ns}:v1:{mgmt}:audit                 LIST    audit events (JSON), newest first, at most AUDIT_RETENTION.all
- *   {ns}:v1:{mgmt}:auditacct:{account}   LIST    the account's audit events, at most AUDIT_RETENTION.perAccount
- *   {ns}:v1:{mgmt}:idem:{actor}:{sha256} STRING  an idempotent creation's fingerprint and result (24 h TTL)
- * and two fields to key records: `rolled_to` and `rolled_from` (key ids).
+ * Its Redis keys and fields (tokens, audit lists, idempotency slots) are in src/schema/management.ts
+ * (docs/redis-schema.md, "Management records"); it adds two fields to key records: `rolled_to` and
+ * `rolled_from` (key ids).
  */
 import { createHash, randomInt } from 'node:crypto';
 import { BASE62, generateKey, isWellFormedKey, keyDigest, maskKey } from '../keys/format.ts';
@@ -30,15 +25,21 @@ import {
   type RevokeResult,
 } from './key-console.ts';
 import type { CreditResult, UsageInput, UsageResult } from './wallet.ts';
-import { AUDIT_WRITE, NOW, REVOKE_WRITE } from './scripts.ts';
+import type { RatesPatch } from './rates.ts';
+import type { Rates } from '../schema/rates.ts';
+import { AUDIT_WRITE, NOW } from './scripts.ts';
 import { validateAccountId, validateName } from './validate.ts';
+import { EventPublisher } from '../events/publish.ts';
+import { ALL_ACCOUNTS, IdempotencyField as IF, managementSchema, TokenField as TF, type ManagementSchema } from '../schema/management.ts';
+import { PriceBook, type PriceEntry, type PriceInput } from './prices.ts';
+import { summarizeUsage, summarySpan, type UsageGrouping, type UsageSummary } from './usage-summary.ts';
 
 /** Prefix of management tokens: distinct from every API-key prefix, so scanners and sidecars tell them apart. */
 export const TOKEN_PREFIX = 'kgmt_';
 export const TOKEN_ID_PATTERN = /^tok_[0-9A-Za-z]{16,32}$/;
 export { AUDIT_RETENTION } from './scripts.ts';
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
-export const AUDIT_ACTIONS = ['create', 'update', 'reveal', 'roll', 'revoke', 'disable', 'enable', 'credit', 'token_create', 'token_revoke'] as const;
+export const AUDIT_ACTIONS = ['create', 'update', 'reveal', 'roll', 'revoke', 'disable', 'enable', 'credit', 'token_create', 'token_revoke', 'webhook_create', 'webhook_remove', 'webhook_replay', 'alert', 'price_set', 'price_remove'] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /** Who acts: a management token, or the CLI (which has direct Redis access). */
@@ -77,7 +78,7 @@ export interface ManagedKeyView extends KeyView, ManagedKey {}
 /** KEYS: token record, token id index, token set, audit, audit of account. ARGV: id, digest, event, account or '', field, value… */
 const TOKEN_CREATE = `${NOW}
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return 'EXISTS' end
-redis.call('HSET', KEYS[1], 'created_at', now_s, unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], '${TF.createdAt}', now_s, unpack(ARGV, 5))
 redis.call('SET', KEYS[2], ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[1])
 local audit_ev = ARGV[3]
@@ -86,44 +87,13 @@ return 'OK'`;
 
 /** KEYS: token record, audit, audit of account. ARGV: token id, event, account or ''. */
 const TOKEN_REVOKE = `${NOW}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status')
+local cur = redis.call('HMGET', KEYS[1], '${TF.id}', '${TF.status}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'ALREADY' end
-redis.call('HSET', KEYS[1], 'status', 'revoked', 'revoked_at', now_s)
+redis.call('HSET', KEYS[1], '${TF.status}', 'revoked', '${TF.revokedAt}', now_s)
 local audit_ev = ARGV[2]
 ${AUDIT_WRITE(2)}
 return 'OK'`;
-
-/**
- * The old key's side of a roll, in one script. Standalone/Sentinel (`full`): KEYS: old record, new
- * record, old account's active set, audit, audit of account; ARGV: old id, new id, grace ms, event.
- * Cluster: KEYS: old record only (the rest are other slots: the caller does them right after).
- * Grace 0 revokes the old key at once; otherwise its expiry becomes now + grace (or stays, if sooner).
- */
-const ROLL = (full: boolean) => `${NOW}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at')
-if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
-${full ? `if redis.call('HGET', KEYS[2], 'id') ~= ARGV[2] then return 'NOTFOUND' end
-redis.call('HSET', KEYS[2], 'rolled_from', ARGV[1])` : ''}
-redis.call('HSET', KEYS[1], 'rolled_to', ARGV[2], 'updated_at', now_s)
-if cur[2] == 'active' then
-  local grace = tonumber(ARGV[3])
-  if grace == 0 then
-    ${REVOKE_WRITE(1)}
-    ${full ? "redis.call('SREM', KEYS[3], ARGV[1])" : ''}
-  else
-    local at = now + grace
-    if cur[3] == false or tonumber(cur[3]) > at then
-      redis.call('HSET', KEYS[1], 'expires_at', string.format('%d', at))
-    end
-  end
-end
-redis.call('HINCRBY', KEYS[1], 'rev', 1)
-${full ? `local audit_ev = ARGV[4]
-${AUDIT_WRITE(4)}` : ''}
-return 'OK'`;
-const ROLL_FULL = ROLL(true);
-const ROLL_CLUSTER = ROLL(false);
 
 const ID_CHARS = 24;
 function randomId(prefix: string): string {
@@ -145,13 +115,17 @@ export type IdempotencyClaim = { readonly kind: 'claimed'; readonly slot: string
 export class ManagementConsole {
   readonly keys: KeyConsole;
 
+  /** Events of key and account changes (docs/events.md), published right after each change. */
+  readonly events: EventPublisher;
+
   constructor(keys: KeyConsole) {
     this.keys = keys;
+    this.events = new EventPublisher(keys.redis, keys.schema.ns);
   }
 
   /** Management records share the hash tag `{mgmt}`: one slot on Redis Cluster, so their scripts run there too. */
-  #k(suffix: string): string {
-    return `${this.keys.schema.ns}:v${SCHEMA_VERSION}:{mgmt}:${suffix}`;
+  get #m(): ManagementSchema {
+    return managementSchema(this.keys.schema.ns);
   }
 
   // ---- audit -------------------------------------------------------------------------------
@@ -163,7 +137,7 @@ export class ManagementConsole {
 
   /** The global audit list and the account's (operator events without an account go to `auditacct:*`). */
   #lists(account: string | null): readonly [string, string] {
-    return [this.#k('audit'), this.#k(`auditacct:${account ?? '*'}`)];
+    return [this.#m.audit(), this.#m.auditOfAccount(account)];
   }
 
   /** The audit event of one operation, for the key console to write with the change. */
@@ -175,7 +149,7 @@ export class ManagementConsole {
   async listAudit(opts: { account?: string; limit?: number } = {}): Promise<AuditEvent[]> {
     const limit = opts.limit ?? 100;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new ConsoleError('INVALID_INPUT', 'limit must be an integer from 1 to 1000');
-    const list = opts.account === undefined ? this.#k('audit') : this.#k(`auditacct:${validateAccountId(opts.account)}`);
+    const list = opts.account === undefined ? this.#m.audit() : this.#m.auditOfAccount(validateAccountId(opts.account));
     const raw = await this.keys.redis.lrange(list, 0, limit - 1);
     return raw.map((s) => {
       try {
@@ -188,10 +162,37 @@ export class ManagementConsole {
     });
   }
 
+  // ---- prices --------------------------------------------------------------------------------
+
+  /** The price table (docs/metering.md, "Prices"). */
+  get prices(): PriceBook {
+    return new PriceBook(this.keys.redis, this.keys.schema.ns, this.keys.isCluster);
+  }
+
+  listPrices(): Promise<PriceEntry[]> {
+    return this.prices.list();
+  }
+
+  /** Sets a model's price (micro-units per million tokens); audited as `price_set` in the same script. */
+  setPrice(actor: Actor, model: string, price: PriceInput): Promise<PriceEntry> {
+    const rec = { input: price.input, output: price.output, ...(price.cachedInput != null ? { cachedInput: price.cachedInput } : {}), ...(price.cacheWrite != null ? { cacheWrite: price.cacheWrite } : {}) };
+    return this.prices.set(model, rec, (m, p) => ({
+      lists: this.#lists(null),
+      event: eventJson(actor, 'price_set', null, null, { model: m, input_micros: p.input, output_micros: p.output, cached_input_micros: p.cachedInput ?? null, cache_write_micros: p.cacheWrite ?? null }),
+    }));
+  }
+
+  /** Removes a model's price; audited as `price_remove` in the same script. */
+  removePrice(actor: Actor, model: string): Promise<void> {
+    return this.prices.remove(model, (m) => ({ lists: this.#lists(null), event: eventJson(actor, 'price_remove', null, null, { model: m }) }));
+  }
+
   // ---- keys ----------------------------------------------------------------------------------
 
   async createKey(actor: Actor, input: CreateKeyInput): Promise<CreatedKey> {
-    return this.keys.createKey(input, this.#write(actor, 'create'));
+    const created = await this.keys.createKey(input, this.#write(actor, 'create'));
+    await this.events.keyEvent('key.created', created.record);
+    return created;
   }
 
   async getKey(keyId: string): Promise<ManagedKey> {
@@ -222,45 +223,28 @@ export class ManagementConsole {
 
   async updateKey(actor: Actor, keyId: string, patch: KeyUpdate): Promise<ManagedKey> {
     const r = await this.keys.updateKey(keyId, patch, this.#write(actor, 'update'));
+    await this.events.trackExpiry(r);
     return { ...r, ...(await this.#rollFields(keyId)) };
   }
 
   async revokeKey(actor: Actor, keyId: string): Promise<RevokeResult> {
-    return this.keys.revokeKey(keyId, this.#write(actor, 'revoke'));
+    const r = await this.keys.revokeKey(keyId, this.#write(actor, 'revoke'));
+    if (!r.alreadyRevoked) await this.events.keyEvent('key.revoked', await this.keys.getKey(keyId));
+    return r;
   }
 
   /**
-   * A new key with the old one's name, account, models, expiry and spend limit; the old key expires after
-   * `graceSeconds` (0 = revoked at once). Both records name each other (`rolled_to`/`rolled_from`).
+   * A new key with the old one's name, account, models, expiry and spend (limit and spend so far); the
+   * old key expires after `graceSeconds` (0 = revoked at once). Both records name each other
+   * (`rolled_to`/`rolled_from`). Exactly one roll of a key succeeds; another is REVOKED.
    */
   async rollKey(actor: Actor, keyId: string, graceSeconds = 0): Promise<CreatedKey & { old: ManagedKey }> {
     if (!Number.isSafeInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > 30 * 86400) {
       throw new ConsoleError('INVALID_INPUT', 'grace_seconds must be an integer from 0 to 2592000 (30 days)');
     }
-    const old = await this.keys.getKey(keyId);
-    if (old.status === 'revoked') throw new ConsoleError('REVOKED', `key ${keyId} is revoked; revoked keys cannot be rolled`);
-    if ((await this.#rollFields(keyId)).rolledTo !== null) throw new ConsoleError('REVOKED', `key ${keyId} was already rolled`);
-    const { limit } = (await this.keys.getKeyView(keyId)).usage;
-    const created = await this.keys.createKey({ account: old.account, name: old.name, models: old.models, expiresAt: old.expiresAt, limit });
-    const s = this.keys.schema;
-    const [oldDigest, newDigest] = await Promise.all([this.keys.redis.get(s.keyIdIndex(keyId)), this.keys.redis.get(s.keyIdIndex(created.id))]);
-    const event = eventJson(actor, 'roll', old.account, keyId, { rolled_to: created.id, grace_seconds: graceSeconds });
-    const redis = this.keys.redis;
-    const [oldRec, newRec] = [s.keyRecord(oldDigest ?? ''), s.keyRecord(newDigest ?? '')];
-    let result: string;
-    if (this.keys.isCluster) {
-      // Per-slot steps: the old record (the change that matters) first, then the links and the event.
-      result = String(await redis.eval(ROLL_CLUSTER, 1, oldRec, keyId, created.id, String(graceSeconds * 1000)));
-      if (result === 'OK') {
-        await redis.hset(newRec, 'rolled_from', keyId);
-        if (graceSeconds === 0) await redis.srem(s.accountActiveKeys(old.account), keyId);
-        await appendAudit(redis, true, this.#lists(old.account), event);
-      }
-    } else {
-      result = String(await redis.eval(ROLL_FULL, 5, oldRec, newRec, s.accountActiveKeys(old.account), ...this.#lists(old.account), keyId, created.id, String(graceSeconds * 1000), event));
-    }
-    if (result !== 'OK') throw new ConsoleError('NOT_FOUND', `no key with id ${keyId}`);
+    const created = await this.keys.rollKey(keyId, graceSeconds * 1000, this.#write(actor, 'roll'));
     const [fresh, oldNow] = await Promise.all([this.getKey(created.id), this.getKey(keyId)]);
+    await this.events.keyRolled(oldNow, fresh, graceSeconds);
     return { ...created, record: fresh, old: oldNow };
   }
 
@@ -269,6 +253,11 @@ export class ManagementConsole {
   /** `{id, status, wallet: {enforced, balance_micros}}`. */
   accountInfo(account: string): Promise<AccountInfo> {
     return this.keys.accountInfo(account);
+  }
+
+  /** Sets or (null) removes the account's request and token rates (operators); audited as `update`. */
+  setAccountRates(actor: Actor, account: string, patch: RatesPatch): Promise<Rates> {
+    return this.keys.setAccountRates(account, patch, this.#write(actor, 'update'));
   }
 
   /** Credits the account's wallet (idempotent on `reference`); audited as `credit` when it changed the balance. */
@@ -298,9 +287,17 @@ export class ManagementConsole {
     return this.keys.exportUsage(o);
   }
 
+  /** The account's usage log from `since` to `until` summed per day, key or model (usage-summary.ts). */
+  usageSummary(account: string, o: { since: number; until: number; groupBy: UsageGrouping }): Promise<UsageSummary> {
+    const span = summarySpan(o.since, o.until);
+    return summarizeUsage(account, this.keys.exportUsage({ ...span, account }), span, o.groupBy);
+  }
+
   async setAccountStatus(actor: Actor, account: string, status: AccountStatus): Promise<{ account: string; status: AccountStatus; changed: boolean }> {
     const audit = this.#write(actor, status === 'disabled' ? 'disable' : 'enable');
-    return status === 'disabled' ? this.keys.disableAccount(account, audit) : this.keys.enableAccount(account, audit);
+    const r = status === 'disabled' ? await this.keys.disableAccount(account, audit) : await this.keys.enableAccount(account, audit);
+    if (r.changed) await this.events.publish(account, status === 'disabled' ? 'account.disabled' : 'account.enabled', { account_id: account, status });
+    return r;
   }
 
   // ---- tokens --------------------------------------------------------------------------------
@@ -315,9 +312,9 @@ export class ManagementConsole {
       const digest = keyDigest(token);
       const hint = maskKey(token, TOKEN_PREFIX);
       const event = eventJson(actor, 'token_create', account, null, { token_id: id, name, scope: account ?? 'all' });
-      const fields = ['v', SCHEMA_VERSION, 'id', id, 'name', name, 'scope', account ?? '*', 'status', 'active', 'hint', hint];
+      const fields = [TF.version, SCHEMA_VERSION, TF.id, id, TF.name, name, TF.scope, account ?? ALL_ACCOUNTS, TF.status, 'active', TF.hint, hint];
       const r = String(
-        await this.keys.redis.eval(TOKEN_CREATE, 5, this.#k(`mtoken:${digest}`), this.#k(`mtokenid:${id}`), this.#k('mtokens'), ...this.#lists(account), id, digest, event, account ?? '', ...fields),
+        await this.keys.redis.eval(TOKEN_CREATE, 5, this.#m.token(digest), this.#m.tokenIdIndex(id), this.#m.tokens(), ...this.#lists(account), id, digest, event, account ?? '', ...fields),
       );
       if (r === 'EXISTS') continue;
       return { token, record: await this.getToken(id) };
@@ -327,23 +324,23 @@ export class ManagementConsole {
 
   async getToken(tokenId: string): Promise<TokenRecord> {
     validateTokenId(tokenId);
-    const digest = await this.keys.redis.get(this.#k(`mtokenid:${tokenId}`));
-    const r = digest === null ? null : parseToken(await this.keys.redis.hgetall(this.#k(`mtoken:${digest}`)));
+    const digest = await this.keys.redis.get(this.#m.tokenIdIndex(tokenId));
+    const r = digest === null ? null : parseToken(await this.keys.redis.hgetall(this.#m.token(digest)));
     if (r === null || r.id !== tokenId) throw new ConsoleError('NOT_FOUND', `no token with id ${tokenId}`);
     return r;
   }
 
   async listTokens(): Promise<TokenRecord[]> {
-    const ids = await this.keys.redis.smembers(this.#k('mtokens'));
+    const ids = await this.keys.redis.smembers(this.#m.tokens());
     const list = await Promise.all(ids.map((id) => this.getToken(id).catch(() => null)));
     return list.filter((t): t is TokenRecord => t !== null).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
   }
 
   async revokeToken(actor: Actor, tokenId: string): Promise<{ id: string; alreadyRevoked: boolean }> {
     const t = await this.getToken(tokenId);
-    const digest = (await this.keys.redis.get(this.#k(`mtokenid:${tokenId}`)))!;
+    const digest = (await this.keys.redis.get(this.#m.tokenIdIndex(tokenId)))!;
     const event = eventJson(actor, 'token_revoke', t.account, null, { token_id: tokenId, status: 'revoked' });
-    const r = String(await this.keys.redis.eval(TOKEN_REVOKE, 3, this.#k(`mtoken:${digest}`), ...this.#lists(t.account), tokenId, event, t.account ?? ''));
+    const r = String(await this.keys.redis.eval(TOKEN_REVOKE, 3, this.#m.token(digest), ...this.#lists(t.account), tokenId, event, t.account ?? ''));
     if (r === 'NOTFOUND') throw new ConsoleError('NOT_FOUND', `no token with id ${tokenId}`);
     return { id: tokenId, alreadyRevoked: r === 'ALREADY' };
   }
@@ -351,7 +348,7 @@ export class ManagementConsole {
   /** The active token this plaintext is, or null (malformed, unknown or revoked: indistinguishable). */
   async authenticate(token: string): Promise<TokenRecord | null> {
     if (!isWellFormedKey(token, TOKEN_PREFIX)) return null;
-    const r = parseToken(await this.keys.redis.hgetall(this.#k(`mtoken:${keyDigest(token)}`)));
+    const r = parseToken(await this.keys.redis.hgetall(this.#m.token(keyDigest(token))));
     return r !== null && r.status === 'active' ? r : null;
   }
 
@@ -362,24 +359,25 @@ export class ManagementConsole {
    * body); the same key with another fingerprint, or while the first is still running → CONFLICT.
    */
   async claimIdempotency(scope: string, idempotencyKey: string, fingerprint: string): Promise<IdempotencyClaim> {
-    const slot = this.#k(`idem:${scope}:${sha256(idempotencyKey)}`);
-    const mine = JSON.stringify({ f: sha256(fingerprint), key_id: null });
+    const slot = this.#m.idempotency(scope, sha256(idempotencyKey));
+    const mine = idempotencySlot(fingerprint, null);
     const set = await this.keys.redis.set(slot, mine, 'EX', IDEMPOTENCY_TTL_SECONDS, 'NX');
     if (set === 'OK') return { kind: 'claimed', slot };
     const cur = await this.keys.redis.get(slot);
-    let parsed: { f?: string; key_id?: string | null } = {};
+    let parsed: Record<string, unknown> = {};
     try {
       parsed = JSON.parse(cur ?? '{}') as typeof parsed;
     } catch {
       /* treated as a mismatch below */
     }
-    if (parsed.f !== sha256(fingerprint)) throw new ConsoleError('CONFLICT', 'Idempotency-Key was already used with another request');
-    if (typeof parsed.key_id !== 'string') throw new ConsoleError('CONFLICT', 'a request with this Idempotency-Key is still in progress');
-    return { kind: 'replay', keyId: parsed.key_id };
+    const keyId = parsed?.[IF.keyId];
+    if (parsed?.[IF.fingerprint] !== sha256(fingerprint)) throw new ConsoleError('CONFLICT', 'Idempotency-Key was already used with another request');
+    if (typeof keyId !== 'string') throw new ConsoleError('CONFLICT', 'a request with this Idempotency-Key is still in progress');
+    return { kind: 'replay', keyId };
   }
 
   async completeIdempotency(slot: string, fingerprint: string, keyId: string): Promise<void> {
-    await this.keys.redis.set(slot, JSON.stringify({ f: sha256(fingerprint), key_id: keyId }), 'KEEPTTL');
+    await this.keys.redis.set(slot, idempotencySlot(fingerprint, keyId), 'KEEPTTL');
   }
 
   async releaseIdempotency(slot: string): Promise<void> {
@@ -397,16 +395,25 @@ function eventJson(actor: Actor, action: AuditAction, account: string | null, ke
   return JSON.stringify({ action, actor, account, key_id: keyId, changes });
 }
 
+/** An idempotency slot's JSON: the fingerprint's digest and the key created (null: in progress). */
+function idempotencySlot(fingerprint: string, keyId: string | null): string {
+  return JSON.stringify({ [IF.fingerprint]: sha256(fingerprint), [IF.keyId]: keyId });
+}
+
 function parseToken(h: Record<string, string>): TokenRecord | null {
-  if (h.id === undefined || !TOKEN_ID_PATTERN.test(h.id) || (h.status !== 'active' && h.status !== 'revoked') || h.scope === undefined) return null;
+  const id = h[TF.id];
+  const status = h[TF.status];
+  const scope = h[TF.scope];
+  if (id === undefined || !TOKEN_ID_PATTERN.test(id) || (status !== 'active' && status !== 'revoked') || scope === undefined) return null;
+  const revokedAt = h[TF.revokedAt];
   return {
-    id: h.id,
-    name: h.name ?? '',
-    account: h.scope === '*' ? null : h.scope,
-    status: h.status,
-    createdAt: Number(h.created_at ?? 0),
-    revokedAt: h.revoked_at === undefined ? null : Number(h.revoked_at),
-    hint: h.hint ?? '',
+    id,
+    name: h[TF.name] ?? '',
+    account: scope === ALL_ACCOUNTS ? null : scope,
+    status,
+    createdAt: Number(h[TF.createdAt] ?? 0),
+    revokedAt: revokedAt === undefined ? null : Number(revokedAt),
+    hint: h[TF.hint] ?? '',
   };
 }
 

@@ -6,12 +6,10 @@
  * `*`, `provider/*`, `provider/model`, or a bare name), compared case-insensitively; the console
  * stores them trimmed and lower-case.
  */
+import { NAME_FORBIDDEN } from '../core/key-rules.ts';
 import { allowsEveryModel, modelPatternError } from '../core/model/patterns.ts';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
-
-// Characters that are never part of a name: C0/C1 controls, line/paragraph separators, bidi overrides.
-const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
 /** The one error of bad input: INVALID_INPUT with what is wrong. */
 export function bad(message: string): ConsoleError {
@@ -43,7 +41,8 @@ export function validateName(name: unknown): string {
   if (typeof name !== 'string') throw bad('name must be a string');
   const n = name.trim().normalize('NFC');
   if (n === '') throw bad('name must not be empty');
-  if ([...n].length > LIMITS.nameMaxChars) throw bad(`name is longer than ${LIMITS.nameMaxChars} characters`);
+  // Counted as given and as stored: the API's schema (maxLength, in characters) refuses the same names.
+  if ([...name].length > LIMITS.nameMaxChars || [...n].length > LIMITS.nameMaxChars) throw bad(`name is longer than ${LIMITS.nameMaxChars} characters`);
   if (NAME_FORBIDDEN.test(n)) throw bad('name must not contain control or bidirectional-override characters');
   return n;
 }

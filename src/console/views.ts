@@ -2,9 +2,11 @@
  * The JSON forms of the console's resources (snake_case, ISO-8601 times, money in `…_micros`), as the
  * CLI's `--json` prints them and a management API serves them. Never key material.
  */
-import type { LimitPeriod, UsageEntry } from '../schema/money.ts';
+import type { LimitPeriod, TokenTotals, UsageEntry } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
+import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRate, type Rates } from '../schema/rates.ts';
 import type { AccountInfo, KeyView } from './key-console.ts';
+import type { RatesUse } from './rates.ts';
 import type { CreditResult, UsageResult } from './wallet.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -27,7 +29,31 @@ export type KeyJson = KeyRecordJson & {
   last_used_at: string | null;
   requests: { today: number; month: number };
   spend: { period: LimitPeriod; period_micros: number; total_micros: number };
+  tokens: TokensJson;
+  rate: ApiRequestRate | null;
+  token_rate: ApiTokenRate | null;
+  rate_use: RateUseJson;
 };
+
+/** The current window's use of a key's rates (null: no such rate). */
+export type RateUseJson = {
+  requests: { used: number; resets_at: string } | null;
+  tokens: { used: number; resets_at: string } | null;
+};
+
+/** `rate`, `token_rate` in the API form (`{requests, per}`, `{tokens, per}`; null = none). */
+export function ratesJson(r: Rates): { rate: ApiRequestRate | null; token_rate: ApiTokenRate | null } {
+  return { rate: requestRateToApi(r.requests), token_rate: tokenRateToApi(r.tokens) };
+}
+
+export function rateUseJson(u: RatesUse): RateUseJson {
+  const one = (x: RatesUse['requests']) => (x === null ? null : { used: x.used, resets_at: x.resetsAt });
+  return { requests: one(u.requests), tokens: one(u.tokens) };
+}
+
+/** Booked tokens today and this month (UTC). */
+export type TokensJson = { today: { input: number; output: number }; month: { input: number; output: number } };
+const tokensJson = (t: TokenTotals): TokensJson => ({ today: { ...t.today }, month: { ...t.month } });
 
 /** A key record without its usage. */
 export function keyRecordJson(r: KeyRecord): KeyRecordJson {
@@ -54,11 +80,14 @@ export function keyJson(v: KeyView): KeyJson {
     last_used_at: iso(u.lastUsedAt),
     requests: { today: u.requests.today, month: u.requests.month },
     spend: { period: u.spend.period, period_micros: u.spend.periodMicros, total_micros: u.spend.totalMicros },
+    tokens: tokensJson(u.tokens),
+    ...ratesJson(v.rates),
+    rate_use: rateUseJson(v.rateUse),
   };
 }
 
-export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number } } {
-  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros } };
+export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number }; rate: ApiRequestRate | null; token_rate: ApiTokenRate | null; tokens: TokensJson } {
+  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros }, ...ratesJson(a.rates), tokens: tokensJson(a.tokens) };
 }
 
 /** A credit's answer; `credited: false` = the reference was already credited and nothing changed. */
@@ -82,6 +111,9 @@ export function usageEntryJson(e: UsageEntry): {
   model: string | null;
   input_tokens: number | null;
   output_tokens: number | null;
+  cached_input_tokens?: number;
+  cache_write_tokens?: number;
+  reasoning_tokens?: number;
 } {
   return {
     id: e.id,
@@ -93,5 +125,9 @@ export function usageEntryJson(e: UsageEntry): {
     model: e.model,
     input_tokens: e.inputTokens,
     output_tokens: e.outputTokens,
+    // The counts a metered booking carries, when the entry has them.
+    ...(e.cachedInputTokens !== null ? { cached_input_tokens: e.cachedInputTokens } : {}),
+    ...(e.cacheWriteTokens !== null ? { cache_write_tokens: e.cacheWriteTokens } : {}),
+    ...(e.reasoningTokens !== null ? { reasoning_tokens: e.reasoningTokens } : {}),
   };
 }

@@ -13,6 +13,8 @@ import {
   MAX_BALANCE_MICROS,
   parseKeySpend,
   parseKeyUse,
+  parseTokenCounters,
+  type TokenTotals,
   parseUsageEntry,
   BOOK_ID_PATTERN,
   BOOK_ID_RULE,
@@ -27,6 +29,7 @@ import {
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
+import { eventKeysFor } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
 
 /** Defaults of the money options (library options of `KeyConsole`). */
@@ -87,6 +90,17 @@ export interface KeyUsage {
   /** Spend in the limit's current period (this month's when the key has no limit), and all time. */
   readonly spend: { readonly period: LimitPeriod; readonly periodMicros: number; readonly totalMicros: number };
   readonly limit: KeyLimit | null;
+  /** Booked tokens today and this month (UTC), from the key's token counters (metered bookings and usage records with counts). */
+  readonly tokens: TokenTotals;
+}
+
+/** A usage record that repeats a booked request id with another key or amount: carries the booked record. */
+export class UsageConflict extends ConsoleError {
+  readonly booked: { readonly keyId: string; readonly account: string; readonly requestId: string; readonly amountMicros: number };
+  constructor(message: string, booked: UsageConflict['booked']) {
+    super('CONFLICT', message);
+    this.booked = booked;
+  }
 }
 
 export function validateAmountMicros(v: unknown, what = 'amount'): number {
@@ -136,14 +150,15 @@ export class WalletOps {
       throw bad(`a credit needs a reference: ${BOOK_ID_RULE}${typeof reference === 'string' && reference !== '' ? `, not ${shown(reference)}` : ''}`);
     }
     const s = this.#s;
-    const r = (await this.#redis.eval(lua.CREDIT, 3, s.wallet(account), s.credits(account), s.gate(account), String(amount), reference, String(MAX_BALANCE_MICROS))) as string[];
+    const ev = await eventKeysFor(this.#redis, s.ns, account); // events
+    const r = (await this.#redis.eval(lua.CREDIT, 5, s.wallet(account), s.credits(account), s.gate(account), ...ev, String(amount), reference, String(MAX_BALANCE_MICROS), account)) as string[];
     switch (r[0]) {
       case 'OK':
         return { account, reference, amountMicros: amount, credited: true, balanceMicros: Number(r[1]) };
       case 'DUP':
         return { account, reference, amountMicros: Number(String(r[2]).split(':')[0]), credited: false, balanceMicros: Number(r[1]) };
       case 'OVERFLOW':
-        throw bad(`the credit would take the balance above ${MAX_BALANCE_MICROS} micro-units`);
+        throw new ConsoleError('RANGE', `the credit would take the balance above ${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
       default:
         throw new ConsoleError('CORRUPT', `account ${account}: unexpected answer from the credit script`);
     }
@@ -172,14 +187,11 @@ export class WalletOps {
       if (this.#listed.size >= 10_000) this.#listed.clear();
       this.#listed.add(account);
     }
+    await eventKeysFor(this.#redis, s.ns, account); // events: the account noted (its keys are among usageRecordKeys)
     const r = (await this.#redis.eval(
       lua.RECORD_USAGE,
-      5,
-      s.usageRequest(account, input.requestId),
-      s.wallet(account),
-      s.keySpend(account, keyId),
-      s.gate(account),
-      s.usageLog(account),
+      lua.RECORD_USAGE_KEYS,
+      ...lua.usageRecordKeys(s, account, keyId, input.requestId),
       keyId,
       String(amount),
       input.requestId,
@@ -189,14 +201,23 @@ export class WalletOps {
       model,
       inTok,
       outTok,
+      account, // events
     )) as string[];
     switch (r[0]) {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
-      case 'DUP':
-        return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
+      case 'DUP': {
+        const [firstKey, firstAmount] = String(r[1]).split(':') as [string, string | undefined];
+        const booked = { keyId: firstKey, account, requestId: input.requestId, amountMicros: Number(firstAmount) };
+        if (firstKey !== keyId || booked.amountMicros !== amount) {
+          throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key or amount; nothing was changed`, booked);
+        }
+        return { booked: false, ...booked, balanceMicros: null };
+      }
       case 'FLOOR':
-        throw bad(`the record would take the balance below -${MAX_BALANCE_MICROS} micro-units`);
+        throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
+      case 'TOTAL':
+        throw new ConsoleError('RANGE', `the record would take key ${keyId}'s total spend above ${MAX_BALANCE_MICROS} micro-units (total ${r[1]}); nothing was changed`);
       default:
         throw new ConsoleError('CORRUPT', `key ${keyId}: unexpected answer from the usage script`);
     }
@@ -216,9 +237,16 @@ export class WalletOps {
     );
   }
 
-  /** Removes the spend record of a key id that never became a key (a create that collided). */
+  /** Removes the spend record (and its gate entry) of a key id that never became a key (a create that collided, a lost roll). */
   async dropSpend(account: string, keyId: string): Promise<void> {
     await this.#redis.del(this.#s.keySpend(account, keyId));
+    await this.#redis.hdel(this.#s.gate(account), `limit:${keyId}`);
+  }
+
+  /** A roll's new key starts with the old key's spend record (periods, total, limit); its block is set at once. */
+  async copySpend(account: string, fromKeyId: string, toKeyId: string): Promise<void> {
+    const s = this.#s;
+    await this.#redis.eval(lua.COPY_SPEND, 3, s.keySpend(account, fromKeyId), s.keySpend(account, toKeyId), s.gate(account), toKeyId);
   }
 
   async wallet(account: string): Promise<AccountWallet> {
@@ -233,15 +261,22 @@ export class WalletOps {
     if (records.length === 0) return [];
     const s = this.#s;
     const now = await this.#serverNow();
-    const [spends, uses] = await Promise.all([
+    const [spends, uses, tokens] = await Promise.all([
       Promise.all(records.map((r) => this.#redis.hgetall(s.keySpend(r.account, r.id)))),
       Promise.all(records.map((r) => this.#redis.hgetall(s.keyUse(r.account, r.id)))),
+      Promise.all(records.map((r) => this.#redis.hgetall(s.tokens(r.account, r.id)))),
     ]);
     return records.map((r, i) => {
       const sp = parseKeySpend(spends[i]!, now);
       if (typeof sp === 'string') throw new ConsoleError('CORRUPT', `key ${r.id}: spend record does not follow the schema (${sp})`);
-      return keyUsage(sp, parseKeyUse(uses[i]!, now));
+      return keyUsage(sp, parseKeyUse(uses[i]!, now), parseTokenCounters(tokens[i]!, now));
     });
+  }
+
+  /** The account's booked tokens today and this month (UTC). */
+  async accountTokens(account: string): Promise<TokenTotals> {
+    const [hash, now] = await Promise.all([this.#redis.hgetall(this.#s.tokens(validateAccountId(account))), this.#serverNow()]);
+    return parseTokenCounters(hash, now);
   }
 
   /** The account of a key id (never changes); NOT_FOUND for an unknown id. */
@@ -302,12 +337,16 @@ function compareIds(a: string, b: string): number {
   return am - bm || as - bs;
 }
 
-export function keyUsage(sp: KeySpend, use: KeyUse): KeyUsage {
+export function keyUsage(sp: KeySpend, use: KeyUse, tokens: TokenTotals = NO_TOKENS): KeyUsage {
   const period: LimitPeriod = sp.limit?.period ?? 'month';
   return {
     lastUsedAt: use.lastUsedAt,
     requests: { today: use.today, month: use.month },
     spend: { period, periodMicros: spendIn(sp, period), totalMicros: sp.total },
     limit: sp.limit,
+    tokens,
   };
 }
+
+/** No tokens booked. */
+export const NO_TOKENS: TokenTotals = { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } };

@@ -27,12 +27,69 @@ export interface Key {
   rolled_from?: string | null;
   requests?: { today: number; month: number };
   spend?: { period_micros: number; total_micros: number };
+  /** The status now (the list's): revoked, expired, limit_reached, rate_limited or active. */
+  state?: KeyState;
+  /** limit_reached: when the spend limit lifts (null: a total limit, never). */
+  limit_reached_until?: string | null;
+  /** Filled by metering, when the deployment has it: tokens today and this month. */
+  tokens?: { today: { input: number; output: number }; month: { input: number; output: number } };
+  /** Filled by rate limits, when the deployment has them. */
+  rate?: { requests: number; per: string } | null;
+  token_rate?: { tokens: number; per: string } | null;
+}
+
+/** One UTC day of a key's usage (`GET /v1/keys/{id}/usage`). */
+export interface KeyDay {
+  day: string;
+  amount_micros: number;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export type KeyState = 'active' | 'expired' | 'limit_reached' | 'rate_limited' | 'revoked';
+export type StatusFilter = 'current' | 'all' | KeyState;
+export type KeySort = 'created' | '-created' | 'name' | '-name' | 'expires' | '-expires';
+
+export interface KeyPage {
+  keys: Key[];
+  next_cursor: string | null;
+  total: number;
+  active_keys: number;
+  max_active_keys: number;
+}
+
+export interface LedgerEntry {
+  id: string;
+  time: string;
+  type: 'credit' | 'charge';
+  amount_micros: number;
+  reference: string | null;
+  request_id: string | null;
+  key_id: string | null;
+  model: string | null;
+}
+
+export interface LedgerPage {
+  currency: string;
+  entries: LedgerEntry[];
+  next_cursor: string | null;
+}
+
+export interface AuditEvent {
+  time: string;
+  action: string;
+  actor: { type: string; id: string | null; name: string | null };
+  account: string | null;
+  key_id: string | null;
+  changes: Record<string, unknown>;
 }
 
 export interface Account {
   id: string;
   status: 'active' | 'disabled';
-  wallet?: { enforced: boolean; balance_micros: number };
+  wallet?: { enforced: boolean; balance_micros: number; exists?: boolean };
+  currency?: string;
 }
 
 export interface Session {
@@ -53,6 +110,18 @@ export interface NewKeyInput {
   models?: string[];
   expires_at?: string;
   limit?: Limit;
+  rate?: ApiRate;
+  token_rate?: ApiTokenRate;
+}
+
+/** A rate as the API takes it (`per`: second, minute, hour or day). */
+export interface ApiRate {
+  requests: number;
+  per: string;
+}
+export interface ApiTokenRate {
+  tokens: number;
+  per: string;
 }
 
 export interface KeyPatch {
@@ -60,6 +129,8 @@ export interface KeyPatch {
   models?: string[] | null;
   expires_at?: string | null;
   limit?: Limit | null;
+  rate?: ApiRate | null;
+  token_rate?: ApiTokenRate | null;
 }
 
 /** An error answer of the API (`{"error": {"code", "message"}}`) or a failure to reach it. */
@@ -136,11 +207,20 @@ export const api = {
     csrf = '';
   },
   account: (account: string) => call<Account>('GET', `/v1/accounts/${enc(account)}`),
-  keys: async (account: string) => (await call<{ keys: Key[] }>('GET', `/v1/accounts/${enc(account)}/keys`)).keys,
+  keys: (account: string, q: { status: StatusFilter; q: string; sort: KeySort; cursor: string | null; limit?: number }) => {
+    const p = new URLSearchParams({ status: q.status, sort: q.sort, limit: String(q.limit ?? 50) });
+    if (q.q.trim()) p.set('q', q.q.trim());
+    if (q.cursor) p.set('cursor', q.cursor);
+    return call<KeyPage>('GET', `/v1/accounts/${enc(account)}/keys?${p}`);
+  },
+  ledger: (account: string, cursor: string | null, limit = 20) =>
+    call<LedgerPage>('GET', `/v1/accounts/${enc(account)}/ledger?limit=${limit}${cursor ? `&cursor=${enc(cursor)}` : ''}`),
+  audit: async (account: string) => (await call<{ events: AuditEvent[] }>('GET', `/v1/audit?account=${enc(account)}&limit=20`)).events,
   create: (account: string, input: NewKeyInput, idempotencyKey: string) =>
     call<Key & Secret>('POST', `/v1/accounts/${enc(account)}/keys`, input, { 'idempotency-key': idempotencyKey }),
   update: (id: string, patch: KeyPatch) => call<Key>('PATCH', `/v1/keys/${enc(id)}`, patch),
   reveal: (id: string) => call<Secret>('POST', `/v1/keys/${enc(id)}/reveal`, {}),
   roll: (id: string, graceSeconds: number) => call<Key & Secret>('POST', `/v1/keys/${enc(id)}/roll`, { grace_seconds: graceSeconds }),
   revoke: (id: string) => call<Key>('POST', `/v1/keys/${enc(id)}/revoke`, {}),
+  usage: (id: string, days = 30) => call<{ key_id: string; currency: string; days: KeyDay[] }>('GET', `/v1/keys/${enc(id)}/usage?days=${days}`),
 };

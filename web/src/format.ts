@@ -11,14 +11,6 @@ export function money(micros: number): string {
   return `${neg ? '-' : ''}${units.toLocaleString('en-US')}.${frac}`;
 }
 
-/** A typed amount ("12.5", "0.000001") as micro-units; null when malformed or not positive. */
-export function parseAmount(text: string): number | null {
-  const m = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(text.trim());
-  if (!m) return null;
-  const micros = Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
-  return micros > 0 ? micros : null;
-}
-
 /** Micro-units as the amount to put back into an input ("12.5"). */
 export function amountInput(micros: number): string {
   return money(micros).replace(/,/g, '').replace(/\.?0+$/, '');
@@ -28,16 +20,7 @@ const PERIOD_WORDS: Record<Limit['period'], string> = { day: 'today', week: 'thi
 export const PERIODS: Limit['period'][] = ['day', 'week', 'month', 'total'];
 export const periodWord = (p: Limit['period']) => PERIOD_WORDS[p] ?? p;
 
-/** The models field ("openai/*, anthropic/claude-sonnet-4") as a list; empty = every model. */
-export function parseModels(text: string): string[] {
-  return text
-    .split(/[\s,]+/)
-    .map((m) => m.trim())
-    .filter(Boolean);
-}
-
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-const dateOnly = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeZone: 'UTC' });
 
 export function when(iso: string | null | undefined): string {
   if (!iso) return '';
@@ -45,29 +28,83 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : dateTime.format(d);
 }
 
-/** Expiry dates are whole UTC days: the key stops working at 00:00 UTC on the chosen date. */
-export function expiryLabel(iso: string): string {
+/** The options of `whenZoned` (dateStyle/timeStyle cannot be combined with a zone name). */
+export const ZONED: Intl.DateTimeFormatOptions = { year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short' };
+const withZone = new Intl.DateTimeFormat(undefined, ZONED);
+
+/** An instant with its time zone ("Dec 31, 2099, 1:00 AM GMT+1"): an expiry is an instant, not a day. */
+export function whenZoned(iso: string | null | undefined): string {
+  if (!iso) return '';
   const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return iso;
-  const midnight = d.getUTCHours() === 0 && d.getUTCMinutes() === 0 && d.getUTCSeconds() === 0 && d.getUTCMilliseconds() === 0;
-  return midnight ? `${dateOnly.format(d)} (00:00 UTC)` : dateTime.format(d);
+  return Number.isNaN(d.getTime()) ? iso : withZone.format(d);
 }
 
-/** The value of a date input for an ISO instant (its UTC date). */
-export const dateInput = (iso: string | null) => (iso ? iso.slice(0, 10) : '');
+/** The browser's time zone as people read it ("Europe/Paris"). */
+export const timeZoneName = () => Intl.DateTimeFormat().resolvedOptions().timeZone || 'your time zone';
 
-/** A date input's value (YYYY-MM-DD) as the instant the key stops working. */
-export const expiryFromDate = (date: string) => `${date}T00:00:00.000Z`;
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/** An instant as a datetime-local input's value, in the browser's time zone ("2030-01-31T09:30"). */
+export function localInput(ms: number | string | null): string {
+  if (ms === null) return '';
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return '';
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** A datetime-local input's value (the browser's time zone) as an instant (epoch ms; NaN when malformed). */
+export function fromLocalInput(value: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(value);
+  if (!m) return NaN;
+  return new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6] ?? 0)).getTime();
+}
+
+/** A rolled key's name: the old name with " (rolled)", once, within the name's length. */
+export function rolledName(name: string, max: number): string {
+  const base = name.replace(/ \(rolled\)$/, '');
+  const suffix = ' (rolled)';
+  return [...base].slice(0, max - suffix.length).join('') + suffix;
+}
+
+/** One CSV line (RFC 4180 quoting; text that a spreadsheet would run as a formula gets a leading '). */
+export function csvLine(cells: (string | number | null)[]): string {
+  return cells
+    .map((c) => {
+      if (c === null) return '';
+      if (typeof c === 'number') return String(c);
+      const t = /^[=+\-@\t\r]/.test(c) && !/^-?\d+(?:\.\d+)?$/.test(c) ? `'${c}` : c;
+      return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+    })
+    .join(',');
+}
+
+/** Micro-units as an exact decimal for CSV ("-0.000007"). */
+export function decimal(micros: number): string {
+  const sign = micros < 0 ? '-' : '';
+  const abs = Math.abs(micros);
+  const frac = String(abs % 1_000_000).padStart(6, '0');
+  return `${sign}${Math.floor(abs / 1_000_000)}.${frac}`;
+}
 
 export const isExpired = (iso: string | null, now = Date.now()) => iso !== null && Date.parse(iso) <= now;
 
-export type Field = 'name' | 'models' | 'expires' | 'limit';
+export type Field = 'name' | 'models' | 'expires' | 'limit' | 'rate' | 'token_rate';
 
 /** Which form field an API error message names (the API names the field in bad-input messages). */
 export function fieldOf(message: string): Field | null {
   if (/\bexpir/i.test(message)) return 'expires';
+  if (/\btoken[ _]rate\b/i.test(message)) return 'token_rate';
+  if (/\brate\b/i.test(message)) return 'rate';
   if (/\b(limit|amount|period)/i.test(message)) return 'limit';
   if (/\bmodels?\b/i.test(message)) return 'models';
   if (/\bname\b/i.test(message)) return 'name';
   return null;
+}
+
+/** The API's refusal of a key rate looser than the account's, in the words of the person typing it; other messages as they are. */
+export function rateRefusalWords(message: string): string {
+  const m = /^(token rate|rate) (\S+) exceeds the account's (?:token )?rate (\S+);/i.exec(message);
+  if (!m) return message;
+  const what = m[1]!.toLowerCase() === 'rate' ? 'request rate' : 'token rate';
+  return `Your account allows at most ${m[3]}: choose a ${what} within it (${m[2]} is more).`;
 }

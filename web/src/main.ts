@@ -5,20 +5,43 @@
  */
 import { html, nothing, render, type TemplateResult } from 'lit-html';
 import { keyed } from 'lit-html/directives/keyed.js';
-import { api, ApiError, type Account, type Key, type KeyPatch, type Limit, type NewKeyInput, type Session } from './api.ts';
+import { usageChart } from './usage-chart.ts';
+import { amountProblem, expiryProblem, KEY_LIMITS, modelsProblem, nameProblem, parseAmountText, splitModels } from '../../src/core/key-rules.ts';
+import { formatRate, parseRateText, RATE_UNITS, rateProblem, type Rate, type RateUnit } from '../../src/core/rate-text.ts';
+import {
+  api,
+  ApiError,
+  type Account,
+  type AuditEvent,
+  type Key,
+  type KeyDay,
+  type KeyPage,
+  type KeyPatch,
+  type KeySort,
+  type KeyState,
+  type LedgerPage,
+  type Limit,
+  type ApiRate,
+  type ApiTokenRate,
+  type NewKeyInput,
+  type Session,
+  type StatusFilter,
+} from './api.ts';
 import {
   PERIODS,
   amountInput,
-  dateInput,
-  expiryFromDate,
-  expiryLabel,
+  csvLine,
+  decimal,
   fieldOf,
-  isExpired,
+  rateRefusalWords,
+  fromLocalInput,
+  localInput,
   money,
-  parseAmount,
-  parseModels,
   periodWord,
+  rolledName,
+  timeZoneName,
   when,
+  whenZoned,
   type Field,
 } from './format.ts';
 
@@ -32,16 +55,42 @@ type Dialog =
   | { kind: 'revoke'; key: Key; error?: string; busy: boolean }
   | { kind: 'secret'; title: string; intro: string; keyName: string; secret: string; copied?: string };
 
+/** What a create or edit form held when the session ended: given back after the next sign-in. */
+interface Draft {
+  kind: 'create' | 'edit';
+  key?: Key;
+  values: Record<string, string>;
+}
+
+interface ListQuery {
+  status: StatusFilter;
+  q: string;
+  sort: KeySort;
+  /** Cursors of the pages before this one (the first page's is null); this page's is the last. */
+  cursors: (string | null)[];
+}
+
 interface State {
   phase: 'checking' | 'signed-out' | 'signed-in';
   session: Session | null;
   signIn: { busy: boolean; error?: string; notice?: string };
   account: Load<Account>;
-  keys: Load<Key[]>;
+  keys: Load<KeyPage>;
+  /** The index of the page `keys` holds (its rows start at 50 × this + 1). */
+  keysPageIndex: number;
+  list: ListQuery;
+  ledger: Load<LedgerPage>;
+  ledgerCursors: (string | null)[];
+  ledgerNote: string;
+  audit: Load<AuditEvent[]>;
+  offline: boolean;
+  draft: Draft | null;
   dialog: Dialog | null;
   dialogSeq: number;
   rowError: Map<string, string>;
   rowBusy: Set<string>;
+  /** Keys whose 30-day usage panel is open, and what it shows. */
+  usage: Map<string, Load<{ currency: string; days: KeyDay[] }>>;
   notice: string;
   focusId: string | null;
 }
@@ -52,10 +101,19 @@ const state: State = {
   signIn: { busy: false },
   account: { state: 'loading' },
   keys: { state: 'loading' },
+  keysPageIndex: 0,
+  list: { status: 'current', q: '', sort: '-created', cursors: [null] },
+  ledger: { state: 'loading' },
+  ledgerCursors: [null],
+  ledgerNote: '',
+  audit: { state: 'loading' },
+  offline: typeof navigator !== 'undefined' && navigator.onLine === false,
+  draft: null,
   dialog: null,
   dialogSeq: 0,
   rowError: new Map(),
   rowBusy: new Set(),
+  usage: new Map(),
   notice: '',
   focusId: null,
 };
@@ -77,6 +135,15 @@ function update(): void {
 // ---------------------------------------------------------------- session
 
 async function start(): Promise<void> {
+  window.addEventListener('offline', () => {
+    state.offline = true;
+    update();
+  });
+  window.addEventListener('online', () => {
+    state.offline = false;
+    update();
+    if (state.phase === 'signed-in') void reload();
+  });
   try {
     const s = await api.session();
     if (s) return signedIn(s);
@@ -93,19 +160,45 @@ function signedIn(s: Session): void {
   state.phase = 'signed-in';
   state.signIn = { busy: false };
   state.focusId = 'page-title';
+  state.list = { status: 'current', q: '', sort: '-created', cursors: [null] };
+  state.ledgerCursors = [null];
   void reload();
+  const d = state.draft;
+  if (d && d.values.account === s.account) {
+    // The form that was being typed when the session ended comes back as it was.
+    state.draft = null;
+    state.notice = 'Your form was kept: check it and submit again.';
+    if (d.kind === 'create') openDialog({ kind: 'create', errors: {}, busy: false }, d.values);
+    else if (d.key) openDialog({ kind: 'edit', key: d.key, errors: {}, busy: false }, d.values);
+  } else state.draft = null;
 }
 
-/** The session ended (expired, signed out elsewhere, or its token was revoked). */
-function sessionEnded(notice: string): void {
+/** The values of the open create or edit form, to give back after the next sign-in. */
+function keepDraft(): void {
+  const d = state.dialog;
+  const form = root.querySelector('dialog form') as HTMLFormElement | null;
+  if (!d || !form || (d.kind !== 'create' && d.kind !== 'edit')) return;
+  const values: Record<string, string> = { account: state.session?.account ?? '' };
+  for (const n of ['name', 'models', 'expires', 'limit', 'period', 'rate', 'token_rate']) {
+    const el = form.elements.namedItem(n) as HTMLInputElement | HTMLSelectElement | null;
+    if (el) values[n] = el.value;
+  }
+  state.draft = { kind: d.kind, key: d.kind === 'edit' ? d.key : undefined, values };
+}
+
+/** The session ended (expired, signed out elsewhere, or its token was revoked): say why, keep what was typed. */
+function sessionEnded(notice: string, keep = true): void {
+  if (keep) keepDraft();
   api.forget();
   state.session = null;
   state.phase = 'signed-out';
   state.dialog = null;
   state.keys = { state: 'loading' };
   state.account = { state: 'loading' };
+  state.ledger = { state: 'loading' };
+  state.audit = { state: 'loading' };
   state.rowError.clear();
-  state.signIn = { busy: false, notice };
+  state.signIn = { busy: false, notice: state.draft ? `${notice} What you typed is kept for after you sign in.` : notice };
   state.focusId = 'token';
   update();
 }
@@ -115,18 +208,18 @@ async function onSignIn(e: SubmitEvent): Promise<void> {
   const input = (e.currentTarget as HTMLFormElement).elements.namedItem('token') as HTMLInputElement;
   const token = input.value.trim();
   if (!token) {
-    state.signIn = { busy: false, error: 'Enter the management token of your account.' };
+    state.signIn = { ...state.signIn, busy: false, error: 'Enter the management token of your account.' };
     state.focusId = 'token';
     return update();
   }
-  state.signIn = { busy: true };
+  state.signIn = { ...state.signIn, busy: true, error: undefined };
   update();
   try {
     const s = await api.signIn(token);
     input.value = ''; // the token does not stay in the page
     signedIn(s);
   } catch (err) {
-    state.signIn = { busy: false, error: message(err) };
+    state.signIn = { ...state.signIn, busy: false, error: message(err) };
     state.focusId = 'token';
     update();
   }
@@ -138,40 +231,196 @@ async function onSignOut(): Promise<void> {
   } catch {
     // the cookie may already be gone; the page forgets the session either way
   }
-  sessionEnded('You are signed out.');
+  state.draft = null;
+  sessionEnded('You are signed out.', false);
 }
 
 // ---------------------------------------------------------------- data
 
+/** Reloads everything the page shows (after sign-in, a change, or coming back online). */
 async function reload(): Promise<void> {
+  await Promise.all([loadKeys(), loadAccount(), loadLedger(), loadAudit()]);
+}
+
+/** Runs a read; a 401 ends the session (with the server's reason); else the error is the section's. */
+async function read<T>(f: () => Promise<T>): Promise<Load<T> | null> {
+  try {
+    return { state: 'ok', value: await f() };
+  } catch (err) {
+    if (isAuthEnd(err)) {
+      if (state.phase === 'signed-in') sessionEnded(authEndNotice(err));
+      return null;
+    }
+    return { state: 'error', message: message(err) };
+  }
+}
+
+let keysSeq = 0;
+async function loadKeys(): Promise<void> {
   const account = state.session?.account;
   if (!account) return;
+  const seq = ++keysSeq;
   if (state.keys.state !== 'ok') state.keys = { state: 'loading' };
-  if (state.account.state !== 'ok') state.account = { state: 'loading' };
   update();
-  const [keys, acct] = await Promise.allSettled([api.keys(account), api.account(account)]);
-  for (const r of [keys, acct]) {
-    if (r.status === 'rejected' && isAuthEnd(r.reason)) return sessionEnded(authEndNotice(r.reason));
-  }
-  state.keys = keys.status === 'fulfilled' ? { state: 'ok', value: sortKeys(keys.value) } : { state: 'error', message: message(keys.reason) };
-  state.account = acct.status === 'fulfilled' ? { state: 'ok', value: acct.value } : { state: 'error', message: message(acct.reason) };
+  const l = state.list;
+  const r = await read(() => api.keys(account, { status: l.status, q: l.q, sort: l.sort, cursor: l.cursors[l.cursors.length - 1] ?? null }));
+  if (r === null || seq !== keysSeq) return;
+  state.keys = r;
+  state.keysPageIndex = l.cursors.length - 1;
   update();
 }
 
-const sortKeys = (keys: Key[]) =>
-  [...keys].sort((a, b) => (a.status === b.status ? b.created_at.localeCompare(a.created_at) : a.status === 'active' ? -1 : 1));
+async function loadAccount(): Promise<void> {
+  const account = state.session?.account;
+  if (!account) return;
+  const r = await read(() => api.account(account));
+  if (r === null) return;
+  state.account = r;
+  update();
+}
+
+async function loadLedger(): Promise<void> {
+  const account = state.session?.account;
+  if (!account) return;
+  const r = await read(() => api.ledger(account, state.ledgerCursors[state.ledgerCursors.length - 1] ?? null));
+  if (r === null) return;
+  state.ledger = r;
+  update();
+}
+
+async function loadAudit(): Promise<void> {
+  const account = state.session?.account;
+  if (!account) return;
+  const r = await read(() => api.audit(account));
+  if (r === null) return;
+  state.audit = r;
+  update();
+}
 
 const isAuthEnd = (err: unknown) => err instanceof ApiError && err.status === 401;
-const authEndNotice = (_err: unknown) => 'Your session has ended. Sign in again.';
+function authEndNotice(err: unknown): string {
+  const expires = state.session ? Date.parse(state.session.expires_at) : NaN;
+  if (Date.now() >= expires) return 'Your session has ended: it expired. Sign in again.';
+  const why = err instanceof ApiError ? err.message : '';
+  if (/revoked/i.test(why)) return 'Your session has ended: its token was revoked. Sign in with another token.';
+  return 'Your session has ended: it was signed out or expired. Sign in again.';
+}
 
 function message(err: unknown): string {
-  if (err instanceof ApiError) return err.message;
+  if (err instanceof ApiError) {
+    if (err.code === 'NETWORK' && (state.offline || navigator.onLine === false)) return 'You are offline. Check your connection; the page tries again when it is back.';
+    return sentence(err.message);
+  }
   return 'Something went wrong. Try again.';
+}
+
+/** The API's message as a sentence: capitalised and ended. */
+function sentence(m: string): string {
+  const t = m.trim();
+  if (!t) return t;
+  const s = t[0]!.toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(s) ? s : `${s}.`;
+}
+
+// ---------------------------------------------------------------- list controls
+
+function setList(change: Partial<ListQuery>): void {
+  state.list = { ...state.list, ...change, cursors: change.cursors ?? [null] };
+  void loadKeys();
+}
+
+let searchTimer: ReturnType<typeof setTimeout> | undefined;
+function onSearch(e: Event): void {
+  const q = (e.currentTarget as HTMLInputElement).value;
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => setList({ q }), 250);
+}
+
+function onSearchSubmit(e: SubmitEvent): void {
+  e.preventDefault();
+  clearTimeout(searchTimer);
+  const q = ((e.currentTarget as HTMLFormElement).elements.namedItem('q') as HTMLInputElement).value;
+  setList({ q });
+}
+
+function nextPage(): void {
+  if (state.keys.state !== 'ok' || !state.keys.value.next_cursor) return;
+  state.list = { ...state.list, cursors: [...state.list.cursors, state.keys.value.next_cursor] };
+  state.focusId = 'keys-title';
+  void loadKeys();
+}
+
+function previousPage(): void {
+  if (state.list.cursors.length <= 1) return;
+  state.list = { ...state.list, cursors: state.list.cursors.slice(0, -1) };
+  state.focusId = 'keys-title';
+  void loadKeys();
+}
+
+function ledgerOlder(): void {
+  if (state.ledger.state !== 'ok' || !state.ledger.value.next_cursor) return;
+  state.ledgerCursors = [...state.ledgerCursors, state.ledger.value.next_cursor];
+  void loadLedger();
+}
+
+function ledgerNewer(): void {
+  if (state.ledgerCursors.length <= 1) return;
+  state.ledgerCursors = state.ledgerCursors.slice(0, -1);
+  void loadLedger();
+}
+
+/** Every ledger entry (up to 100,000), as a CSV file the browser saves. */
+async function exportCsv(): Promise<void> {
+  const account = state.session?.account;
+  if (!account) return;
+  state.ledgerNote = 'Preparing the CSV…';
+  update();
+  const lines = [csvLine(['time', 'type', 'amount', 'currency', 'reference', 'request_id', 'key_id', 'model'])];
+  let cursor: string | null = null;
+  try {
+    for (let pages = 0; pages < 500; pages++) {
+      const page: LedgerPage = await api.ledger(account, cursor, 200);
+      for (const e of page.entries) lines.push(csvLine([e.time, e.type, decimal(e.amount_micros), page.currency, e.reference, e.request_id, e.key_id, e.model]));
+      cursor = page.next_cursor;
+      if (!cursor) break;
+    }
+  } catch (err) {
+    if (isAuthEnd(err)) return sessionEnded(authEndNotice(err));
+    state.ledgerNote = `The CSV could not be made: ${message(err)}`;
+    return update();
+  }
+  const url = URL.createObjectURL(new Blob([`${lines.join('\r\n')}\r\n`], { type: 'text/csv' }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = `ledger-${account}-${new Date().toISOString().slice(0, 10)}.csv`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  state.ledgerNote = `Exported ${lines.length - 1} ${lines.length === 2 ? 'entry' : 'entries'}.`;
+  update();
+}
+
+async function copyText(text: string, id: string): Promise<void> {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch {
+    ok = false;
+  }
+  state.notice = ok ? `Copied ${text}.` : `Could not copy: select ${text} and copy it yourself.`;
+  state.focusId = id;
+  update();
 }
 
 // ---------------------------------------------------------------- dialogs
 
-function openDialog(d: Dialog): void {
+/** Values to put in the next form (a kept draft), read once by the form's template. */
+let prefill: Record<string, string> | null = null;
+
+function openDialog(d: Dialog, values?: Record<string, string>): void {
+  prefill = values ?? null;
   state.dialog = d;
   state.dialogSeq++;
   update();
@@ -181,31 +430,13 @@ function closeDialog(): void {
   if (!state.dialog) return;
   const d = state.dialog;
   state.dialog = null;
-  // Give focus back to where the user was: the row's control, or the row itself after a revoke.
+  // Give focus back to where the user was: the row's control, or the list after a revoke.
   if (d.kind === 'create' || d.kind === 'secret') state.focusId = lastOpener ?? 'create-key';
-  else state.focusId = d.kind === 'revoke' ? `key-${d.key.id}-title` : `key-${d.key.id}-${d.kind}`;
+  else state.focusId = d.kind === 'revoke' ? 'keys-title' : `key-${d.key.id}-${d.kind}`;
   lastOpener = null;
   update();
 }
 let lastOpener: string | null = null;
-
-/** Reads the key form; returns the input or the errors found before any request. */
-function readKeyForm(form: HTMLFormElement): { values: KeyFormValues; errors: FieldErrors } {
-  const get = (n: string) => ((form.elements.namedItem(n) as HTMLInputElement | HTMLSelectElement | null)?.value ?? '').trim();
-  const values: KeyFormValues = {
-    name: get('name'),
-    models: parseModels(get('models')),
-    expires: get('expires'),
-    limit: get('limit'),
-    period: (get('period') || 'month') as Limit['period'],
-  };
-  const errors: FieldErrors = {};
-  if (!values.name) errors.name = 'Give the key a name, so you can recognise it later.';
-  if (values.limit && parseAmount(values.limit) === null)
-    errors.limit = 'Enter a positive amount with at most 6 decimals, like 25 or 12.50.';
-  if (values.expires && !/^\d{4}-\d{2}-\d{2}$/.test(values.expires)) errors.expires = 'Enter a date, like 2030-01-31.';
-  return { values, errors };
-}
 
 interface KeyFormValues {
   name: string;
@@ -213,14 +444,65 @@ interface KeyFormValues {
   expires: string;
   limit: string;
   period: Limit['period'];
+  rate: string;
+  tokenRate: string;
 }
 
-const limitOf = (v: KeyFormValues): Limit | null => (v.limit ? { amount_micros: parseAmount(v.limit)!, period: v.period } : null);
+/** Every field of the key form, in its order (the first wrong one gets the focus). */
+const KEY_FIELDS = ['name', 'models', 'expires', 'limit', 'rate', 'token_rate'] as const;
+
+/** Reads the key form and checks every field at once, with the API's rules; the errors found before any request. */
+function readKeyForm(form: HTMLFormElement): { values: KeyFormValues; errors: FieldErrors } {
+  const get = (n: string) => ((form.elements.namedItem(n) as HTMLInputElement | HTMLSelectElement | null)?.value ?? '').trim();
+  const values: KeyFormValues = {
+    name: get('name'),
+    models: splitModels(get('models')),
+    expires: get('expires'),
+    limit: get('limit'),
+    period: (get('period') || 'month') as Limit['period'],
+    rate: get('rate'),
+    tokenRate: get('token_rate'),
+  };
+  const errors: FieldErrors = {};
+  const name = nameProblem(values.name);
+  if (name) errors.name = name;
+  const models = modelsProblem(values.models);
+  if (models) errors.models = models;
+  if (values.expires) {
+    const expiry = expiryProblem(fromLocalInput(values.expires), Date.now());
+    if (expiry) errors.expires = expiry;
+  }
+  if (values.limit) {
+    const limit = amountProblem(values.limit);
+    if (limit) errors.limit = limit;
+  }
+  const rate = rateProblem(values.rate, 'requests');
+  if (rate) errors.rate = rate;
+  const tokenRate = rateProblem(values.tokenRate, 'tokens');
+  if (tokenRate) errors.token_rate = tokenRate;
+  return { values, errors };
+}
+
+const limitOf = (v: KeyFormValues): Limit | null => (v.limit ? { amount_micros: parseAmountText(v.limit)!, period: v.period } : null);
+/** A checked rate text as a Rate, or null when empty. */
+const rateOf = (text: string, kind: 'requests' | 'tokens'): Rate | null => (text ? (parseRateText(text, kind) as Rate) : null);
+const requestRateOf = (v: KeyFormValues): ApiRate | null => {
+  const r = rateOf(v.rate, 'requests');
+  return r && { requests: r.count, per: r.per };
+};
+const tokenRateOf = (v: KeyFormValues): ApiTokenRate | null => {
+  const r = rateOf(v.tokenRate, 'tokens');
+  return r && { tokens: r.count, per: r.per };
+};
+/** A key's rate from the API as the form shows it (`5/s`), or empty. */
+const rateInput = (r: { per: string } & ({ requests: number } | { tokens: number }) | null | undefined): string =>
+  r && (RATE_UNITS as readonly string[]).includes(r.per) ? formatRate({ count: 'requests' in r ? r.requests : r.tokens, per: r.per as RateUnit }) : '';
+const expiryOf = (v: KeyFormValues): string | null => (v.expires ? new Date(fromLocalInput(v.expires)).toISOString() : null);
 
 /** Puts an API error next to the field it names, or at the form's foot. */
 function apiErrors(err: unknown): FieldErrors {
-  const msg = message(err);
-  const field = err instanceof ApiError && (err.status === 400 || err.status === 422) ? fieldOf(msg) : null;
+  const msg = rateRefusalWords(message(err));
+  const field = err instanceof ApiError && (err.status === 400 || err.status === 422) ? fieldOf(err.message) : null;
   return field ? { [field]: msg } : { form: msg };
 }
 
@@ -255,9 +537,14 @@ async function onCreate(e: SubmitEvent): Promise<void> {
   const { d, values } = form;
   const input: NewKeyInput = { name: values.name };
   if (values.models.length) input.models = values.models;
-  if (values.expires) input.expires_at = expiryFromDate(values.expires);
+  const expires = expiryOf(values);
+  if (expires) input.expires_at = expires;
   const limit = limitOf(values);
   if (limit) input.limit = limit;
+  const rate = requestRateOf(values);
+  if (rate) input.rate = rate;
+  const tokenRate = tokenRateOf(values);
+  if (tokenRate) input.token_rate = tokenRate;
   // A retried submit of the same form (say after a lost answer) makes one key, not two.
   const body = JSON.stringify(input);
   if (createIdem?.body !== body) createIdem = { body, key: crypto.randomUUID() };
@@ -283,7 +570,7 @@ async function onCreate(e: SubmitEvent): Promise<void> {
 
 function showFormErrors(d: Extract<Dialog, { errors: FieldErrors }>, errors: FieldErrors): void {
   d.errors = errors;
-  const first = (['name', 'models', 'expires', 'limit'] as const).find((f) => errors[f]);
+  const first = KEY_FIELDS.find((f) => errors[f]);
   state.focusId = first ? `f-${first}` : null;
   update();
 }
@@ -299,9 +586,11 @@ async function onEdit(e: SubmitEvent): Promise<void> {
   if (values.name !== k.name) patch.name = values.name;
   const models = values.models.length ? values.models : null;
   if ((models ?? []).join(',') !== (k.models ?? []).join(',')) patch.models = models;
-  if (values.expires !== dateInput(k.expires_at)) patch.expires_at = values.expires ? expiryFromDate(values.expires) : null;
+  if (values.expires !== localInput(k.expires_at)) patch.expires_at = expiryOf(values);
   const limit = limitOf(values);
   if (JSON.stringify(limit) !== JSON.stringify(k.limit ?? null)) patch.limit = limit;
+  if (values.rate !== rateInput(k.rate)) patch.rate = requestRateOf(values);
+  if (values.tokenRate !== rateInput(k.token_rate)) patch.token_rate = tokenRateOf(values);
   if (!Object.keys(patch).length) return closeDialog();
   d.busy = true;
   d.errors = {};
@@ -326,6 +615,15 @@ async function onRoll(e: SubmitEvent): Promise<void> {
   update();
   try {
     const rolled = await api.roll(d.key.id, grace);
+    // The new key gets a name of its own, so the two are told apart in the list, the audit and the logs.
+    const name = rolledName(d.key.name, KEY_LIMITS.nameMaxChars);
+    let shownName = rolled.name;
+    try {
+      shownName = (await api.update(rolled.id, { name })).name;
+    } catch (err) {
+      if (isAuthEnd(err)) throw err;
+      // The roll happened; the name stays the old one (the error is not worth losing the new key over).
+    }
     openDialog({
       kind: 'secret',
       title: 'Key rolled',
@@ -333,11 +631,11 @@ async function onRoll(e: SubmitEvent): Promise<void> {
         grace > 0
           ? `This new key replaces “${d.key.name}”, whose old value keeps working for ${graceWords(grace)}.`
           : `This new key replaces “${d.key.name}”; the old value no longer works.`,
-      keyName: rolled.name,
+      keyName: shownName,
       secret: rolled.key,
     });
-    lastOpener = `key-${d.key.id}-title`;
-    state.notice = `Key “${d.key.name}” rolled.`;
+    lastOpener = 'keys-title';
+    state.notice = `Key “${d.key.name}” rolled: the new key is “${shownName}”.`;
     void reload();
   } catch (err) {
     dialogFailed(d, err);
@@ -360,12 +658,47 @@ async function onRevoke(e: SubmitEvent): Promise<void> {
   update();
   try {
     await api.revoke(d.key.id);
-    state.notice = `Key “${d.key.name}” revoked.`;
+    state.notice = `Key “${d.key.name}” revoked. Revoked keys are listed under Status: Revoked.`;
     closeDialog();
     void reload();
   } catch (err) {
     dialogFailed(d, err);
   }
+}
+
+/** Opens (loading it) or closes a key's 30-day usage panel. */
+async function onUsage(k: Key): Promise<void> {
+  if (state.usage.has(k.id)) {
+    state.usage.delete(k.id);
+    update();
+    return;
+  }
+  state.usage.set(k.id, { state: 'loading' });
+  update();
+  try {
+    const u = await api.usage(k.id, 30);
+    if (state.usage.has(k.id)) state.usage.set(k.id, { state: 'ok', value: { currency: u.currency, days: u.days } });
+  } catch (err) {
+    if (isAuthEnd(err)) return sessionEnded(authEndNotice(err));
+    if (state.usage.has(k.id)) state.usage.set(k.id, { state: 'error', message: message(err) });
+  }
+  update();
+}
+
+/** The row under a key with its usage panel open. */
+function usageRow(k: Key, columns: number): TemplateResult {
+  const u = state.usage.get(k.id);
+  if (!u) return html``;
+  const id = `key-${k.id}-usage`;
+  return html`<tr class="usage-row" id=${id}>
+    <td colspan=${columns}>
+      ${u.state === 'loading'
+        ? html`<p class="muted" role="status">Loading the last 30 days of ${k.name}…</p>`
+        : u.state === 'error'
+          ? html`<p class="error" role="alert">${u.message}</p>`
+          : usageChart(id, k.name, u.value.days, u.value.currency)}
+    </td>
+  </tr>`;
 }
 
 async function onReveal(k: Key): Promise<void> {
@@ -417,9 +750,12 @@ function view(): TemplateResult {
       <span class="brand">keygate console</span>
       ${state.phase === 'signed-in' && state.session
         ? html`<span class="who">Account <strong>${state.session.account}</strong></span>
-            <button type="button" class="link" @click=${onSignOut}>Sign out</button>`
+            <button type="button" class="link signout" @click=${onSignOut}>Sign out</button>`
         : nothing}
     </header>
+    ${state.offline
+      ? html`<p class="offline" role="status">You are offline. What is shown may be out of date; changes wait until the connection is back.</p>`
+      : nothing}
     <main class="page" id="main">
       ${state.phase === 'checking'
         ? html`<h1>API keys</h1>
@@ -438,7 +774,7 @@ function signInView(): TemplateResult {
     <h1 id="page-title" tabindex="-1">API keys</h1>
     <form class="card signin" @submit=${onSignIn} novalidate aria-labelledby="signin-title">
       <h2 id="signin-title">Sign in</h2>
-      ${s.notice ? html`<p class="notice" role="status">${s.notice}</p>` : nothing}
+      ${s.notice ? html`<p class="notice ended" role="status">${s.notice}</p>` : nothing}
       <p class="muted" id="token-help">
         Use a management token for your account. It is exchanged for a session and does not stay in this page.
       </p>
@@ -462,7 +798,15 @@ function signInView(): TemplateResult {
   `;
 }
 
+/** Why a key cannot be created now (the account's active-key limit), or null. */
+function createBlocked(): string | null {
+  const k = state.keys;
+  if (k.state !== 'ok' || k.value.active_keys < k.value.max_active_keys) return null;
+  return `Your account has ${k.value.active_keys} active keys, the most it may have. Revoke a key you no longer use to create another.`;
+}
+
 function keysPage(): TemplateResult {
+  const blocked = createBlocked();
   return html`
     <div class="page-head">
       <h1 id="page-title" tabindex="-1">API keys</h1>
@@ -470,7 +814,10 @@ function keysPage(): TemplateResult {
         type="button"
         class="primary"
         id="create-key"
+        aria-disabled=${blocked ? 'true' : 'false'}
+        aria-describedby=${blocked ? 'create-blocked' : nothing}
         @click=${() => {
+          if (createBlocked()) return;
           lastOpener = 'create-key';
           openDialog({ kind: 'create', errors: {}, busy: false });
         }}
@@ -478,134 +825,331 @@ function keysPage(): TemplateResult {
         Create key
       </button>
     </div>
-    ${walletView()}
+    ${blocked ? html`<p class="warning" id="create-blocked">${blocked}</p>` : nothing}
     <p class="muted intro">
       Send a key in the <code>Authorization: Bearer</code>, <code>x-api-key</code> or <code>x-goog-api-key</code> header.
       Keep keys on your server: never in client-side code or a repository.
     </p>
     <p class="notice live" role="status" aria-live="polite">${state.notice}</p>
-    ${keysView()}
+    ${keysView()} ${accountView()} ${auditView()}
   `;
 }
 
-function walletView(): TemplateResult {
-  const a = state.account;
-  let body: TemplateResult;
-  if (a.state === 'loading') body = html`<span class="muted">Loading balance…</span>`;
-  else if (a.state === 'error') body = html`<span class="error">Balance unavailable: ${a.message}</span>`;
-  else {
-    const w = a.value.wallet;
-    body = html`<span class="balance ${w && w.balance_micros <= 0 && w.enforced ? 'low' : ''}">${w ? money(w.balance_micros) : '—'}</span>
-      ${w && !w.enforced ? html`<span class="muted">(no prepaid wallet yet: requests are not limited by balance)</span>` : nothing}
-      ${w && w.enforced && w.balance_micros <= 0
-        ? html`<span class="error">The wallet is empty: requests are refused until it is topped up.</span>`
-        : nothing}
-      ${a.value.status === 'disabled' ? html`<span class="error">This account is disabled: every key is refused.</span>` : nothing}`;
-  }
-  return html`<section class="wallet card" aria-labelledby="wallet-title">
-    <h2 id="wallet-title">Wallet balance</h2>
-    <p>${body}</p>
-  </section>`;
+const STATUS_OPTIONS: [StatusFilter, string][] = [
+  ['current', 'Current'],
+  ['all', 'All'],
+  ['active', 'Active'],
+  ['expired', 'Expired'],
+  ['limit_reached', 'Limit reached'],
+  ['rate_limited', 'Rate limited'],
+  ['revoked', 'Revoked'],
+];
+
+const SORT_OPTIONS: [KeySort, string][] = [
+  ['-created', 'Newest first'],
+  ['created', 'Oldest first'],
+  ['name', 'Name A–Z'],
+  ['-name', 'Name Z–A'],
+  ['expires', 'Expiring soonest'],
+];
+
+function listControls(): TemplateResult {
+  const l = state.list;
+  return html`<div class="controls">
+    <form role="search" class="search" @submit=${onSearchSubmit}>
+      <label for="q">Search</label>
+      <input id="q" name="q" type="search" .value=${l.q} autocomplete="off" spellcheck="false" placeholder="Name, key id or hint"
+        aria-describedby="q-help" @input=${onSearch} />
+      <span class="visually-hidden" id="q-help">Part of a name, or a whole key id or hint.</span>
+    </form>
+    <div class="control">
+      <label for="status">Status</label>
+      <select id="status" @change=${(e: Event) => setList({ status: (e.currentTarget as HTMLSelectElement).value as StatusFilter })}>
+        ${STATUS_OPTIONS.map(([v, label]) => html`<option value=${v} ?selected=${l.status === v}>${label}</option>`)}
+      </select>
+    </div>
+    <div class="control">
+      <label for="sort">Sort</label>
+      <select id="sort" @change=${(e: Event) => setList({ sort: (e.currentTarget as HTMLSelectElement).value as KeySort })}>
+        ${SORT_OPTIONS.map(([v, label]) => html`<option value=${v} ?selected=${l.sort === v}>${label}</option>`)}
+      </select>
+    </div>
+  </div>`;
 }
 
 function keysView(): TemplateResult {
   const k = state.keys;
-  if (k.state === 'loading')
-    return html`<section aria-labelledby="keys-title" aria-busy="true">
-      <h2 id="keys-title" class="visually-hidden">Keys</h2>
-      <p class="muted placeholder" role="status">Loading keys…</p>
-    </section>`;
-  if (k.state === 'error')
-    return html`<section aria-labelledby="keys-title">
-      <h2 id="keys-title" class="visually-hidden">Keys</h2>
-      <div class="card failure" role="alert">
-        <p><strong>The keys could not be loaded.</strong> ${k.message}</p>
-        <button type="button" @click=${() => void reload()}>Try again</button>
-      </div>
-    </section>`;
-  if (k.value.length === 0)
-    return html`<section aria-labelledby="keys-title">
-      <h2 id="keys-title" class="visually-hidden">Keys</h2>
-      <div class="card empty">
-        <p><strong>No keys yet.</strong></p>
-        <p class="muted">Create a key to send requests to the gateway. You can restrict it to some models, give it an expiry
-        date and a spend limit.</p>
-      </div>
-    </section>`;
-  return html`<section aria-labelledby="keys-title">
-    <h2 id="keys-title" class="visually-hidden">Keys</h2>
-    <ul class="keys" role="list">
-      ${k.value.map(keyRow)}
-    </ul>
+  const section = (body: TemplateResult, busy = false) => html`<section class="keys-section" aria-labelledby="keys-title" aria-busy=${busy ? 'true' : 'false'}>
+    <h2 id="keys-title" tabindex="-1">Keys</h2>
+    ${listControls()} ${body}
   </section>`;
+  if (k.state === 'loading') return section(html`<p class="muted placeholder" role="status">Loading keys…</p>`, true);
+  if (k.state === 'error')
+    return section(html`<div class="card failure" role="alert">
+      <p><strong>The keys could not be loaded.</strong> ${k.message}</p>
+      <button type="button" @click=${() => void loadKeys()}>Try again</button>
+    </div>`);
+  const p = k.value;
+  const l = state.list;
+  if (p.keys.length === 0 && state.keysPageIndex === 0) {
+    if (l.q.trim() || l.status !== 'current')
+      return section(html`<div class="card empty">
+        <p><strong>No keys match.</strong></p>
+        <p class="muted">Nothing ${l.q.trim() ? html`matches “${l.q.trim()}”` : nothing} with the status ${STATUS_OPTIONS.find(([v]) => v === l.status)?.[1]}.</p>
+        <button type="button" @click=${() => setList({ q: '', status: 'current' })}>Show current keys</button>
+      </div>`);
+    return section(html`<div class="card empty">
+      <p><strong>No keys yet.</strong></p>
+      <p class="muted">Create a key to send requests to the gateway. You can restrict it to some models, give it an expiry
+      and a spend limit.${p.total === 0 && p.active_keys === 0 ? nothing : ' Revoked keys are under Status: Revoked.'}</p>
+    </div>`);
+  }
+  const first = state.keysPageIndex * 50 + 1;
+  const showTokens = p.keys.some((x) => x.tokens !== undefined);
+  const showRates = p.keys.some((x) => x.rate !== undefined || x.token_rate !== undefined);
+  return section(html`
+    <p class="muted count" role="status">
+      ${p.keys.length ? `${first.toLocaleString()}–${(first + p.keys.length - 1).toLocaleString()} of ${p.total.toLocaleString()}` : `0 of ${p.total.toLocaleString()}`}
+      ${p.total === 1 ? 'key' : 'keys'} · ${p.active_keys} of ${p.max_active_keys} active keys used
+    </p>
+    <div class="table-wrap" role="region" aria-labelledby="keys-title" tabindex="0">
+      <table class="keys">
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Key id</th>
+            <th scope="col">Hint</th>
+            <th scope="col">Status</th>
+            <th scope="col">Models</th>
+            <th scope="col">Expires</th>
+            <th scope="col">Last used</th>
+            <th scope="col">Requests</th>
+            <th scope="col">Spend</th>
+            ${showTokens ? html`<th scope="col" data-slot="tokens">Tokens</th>` : nothing}
+            ${showRates ? html`<th scope="col" data-slot="rates">Rates</th>` : nothing}
+            <th scope="col"><span class="visually-hidden">Actions</span></th>
+          </tr>
+        </thead>
+        <tbody>
+          ${p.keys.map((x) => html`${keyRow(x, showTokens, showRates)}${usageRow(x, 10 + (showTokens ? 1 : 0) + (showRates ? 1 : 0))}`)}
+        </tbody>
+      </table>
+    </div>
+    <nav class="pager" aria-label="Pages of keys">
+      <button type="button" ?disabled=${l.cursors.length <= 1} @click=${previousPage}>Previous page</button>
+      <button type="button" ?disabled=${!p.next_cursor} @click=${nextPage}>Next page</button>
+    </nav>
+  `);
 }
 
-function keyRow(k: Key): TemplateResult {
+const STATE_WORDS: Record<KeyState, string> = {
+  active: 'Active',
+  expired: 'Expired',
+  limit_reached: 'Limit reached',
+  rate_limited: 'Rate-limited',
+  revoked: 'Revoked',
+};
+
+function stateOf(k: Key): KeyState {
+  if (k.state) return k.state;
+  if (k.status === 'revoked') return 'revoked';
+  return k.expires_at !== null && Date.parse(k.expires_at) <= Date.now() ? 'expired' : 'active';
+}
+
+function statusCell(k: Key): TemplateResult {
+  const s = stateOf(k);
+  if (s === 'limit_reached')
+    return html`<span class="badge ${s}">Limit reached</span>
+      <span class="sub">${k.limit_reached_until ? html`until <time datetime=${k.limit_reached_until}>${whenZoned(k.limit_reached_until)}</time>` : 'for good (a total limit): raise it to lift'}</span>`;
+  return html`<span class="badge ${s}">${STATE_WORDS[s]}</span>${s === 'revoked' && k.revoked_at ? html`<span class="sub">${when(k.revoked_at)}</span>` : nothing}`;
+}
+
+/** The metering slot: tokens in and out, when the deployment meters them. */
+const tokensCell = (k: Key) =>
+  html`<td data-slot="tokens">${k.tokens ? html`${k.tokens.today.input.toLocaleString()} in · ${k.tokens.today.output.toLocaleString()} out today<span class="sub">${k.tokens.month.input.toLocaleString()} in · ${k.tokens.month.output.toLocaleString()} out this month</span>` : html`<span class="muted">—</span>`}</td>`;
+
+/** The rate-limit slot: the key's request rate and token rate, when the deployment has rate limits. */
+const ratesCell = (k: Key) =>
+  html`<td data-slot="rates">${k.rate ? html`${k.rate.requests.toLocaleString()} requests per ${k.rate.per}` : html`<span class="muted">No request rate</span>`}
+    <span class="sub">${k.token_rate ? `${k.token_rate.tokens.toLocaleString()} tokens per ${k.token_rate.per}` : 'No token rate'}</span></td>`;
+
+function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult {
   const id = `key-${k.id}`;
-  const expired = k.status === 'active' && isExpired(k.expires_at);
-  const status = k.status === 'revoked' ? 'revoked' : expired ? 'expired' : 'active';
+  const s = stateOf(k);
   const busy = state.rowBusy.has(k.id);
   const err = state.rowError.get(k.id);
   const spent = k.spend?.period_micros ?? 0;
-  return html`<li class="key ${status}">
-    <article aria-labelledby="${id}-title" aria-describedby="${id}-hint">
-      <div class="key-head">
-        <h3 id="${id}-title" tabindex="-1">${k.name}</h3>
-        <span class="badge ${status}">${status}</span>
-      </div>
-      <p class="hint"><span class="visually-hidden">Key </span><code id="${id}-hint">${k.hint}</code></p>
-      <dl class="facts">
-        <div><dt>Models</dt><dd>${k.models?.length ? k.models.join(', ') : html`<span class="muted">All models</span>`}</dd></div>
-        <div>
-          <dt>Expires</dt>
-          <dd>${k.expires_at ? html`<time datetime=${k.expires_at}>${expiryLabel(k.expires_at)}</time>` : html`<span class="muted">Never</span>`}</dd>
-        </div>
-        <div>
-          <dt>Last used</dt>
-          <dd>${k.last_used_at ? html`<time datetime=${k.last_used_at}>${when(k.last_used_at)}</time>` : html`<span class="muted">Not yet</span>`}</dd>
-        </div>
-        <div>
-          <dt>Requests</dt>
-          <dd>${k.requests ? html`${k.requests.today.toLocaleString()} today · ${k.requests.month.toLocaleString()} this month` : html`<span class="muted">—</span>`}</dd>
-        </div>
-        <div>
-          <dt>Spend</dt>
-          <dd>
-            ${k.limit
-              ? html`${money(spent)} of ${money(k.limit.amount_micros)} ${periodWord(k.limit.period)}
-                  <meter min="0" max=${k.limit.amount_micros} high=${Math.round(k.limit.amount_micros * 0.8)} value=${Math.min(spent, k.limit.amount_micros)}
-                    aria-label="Spend against limit"></meter>`
-              : html`${money(spent)} <span class="muted">(no limit)</span>`}
-            ${k.spend && k.spend.total_micros !== spent ? html`<span class="muted">· ${money(k.spend.total_micros)} in total</span>` : nothing}
-          </dd>
-        </div>
-        <div><dt>Created</dt><dd><time datetime=${k.created_at}>${when(k.created_at)}</time></dd></div>
-      </dl>
+  const cur = currency();
+  return html`<tr class="key ${s}" id=${id}>
+    <th scope="row">
+      <span id="${id}-title" class="key-name">${k.name}</span>
+      ${k.rolled_to && k.status === 'active' ? html`<span class="sub">${rolledNote(k)}</span>` : nothing}
+      ${err ? html`<span class="error" role="alert">${err}</span>` : nothing}
+    </th>
+    <td class="nowrap">
+      <code>${k.id}</code>
+      <button type="button" class="link small" id="${id}-copy" aria-label="Copy key id ${k.id}" @click=${() => void copyText(k.id, `${id}-copy`)}>Copy</button>
+    </td>
+    <td class="nowrap"><code>${k.hint}</code></td>
+    <td>${statusCell(k)}</td>
+    <td>${k.models?.length ? k.models.join(', ') : html`<span class="muted">All models</span>`}</td>
+    <td class="nowrap">${k.expires_at ? html`<time datetime=${k.expires_at}>${whenZoned(k.expires_at)}</time>` : html`<span class="muted">Never</span>`}</td>
+    <td class="nowrap">${k.last_used_at ? html`<time datetime=${k.last_used_at}>${when(k.last_used_at)}</time>` : html`<span class="muted">Not yet</span>`}</td>
+    <td class="nowrap">${k.requests ? html`${k.requests.today.toLocaleString()} today<span class="sub">${k.requests.month.toLocaleString()} this month</span>` : html`<span class="muted">—</span>`}</td>
+    <td class="nowrap">
+      ${k.limit
+        ? html`${money(spent)} of ${money(k.limit.amount_micros)} ${cur} ${periodWord(k.limit.period)}
+            <meter min="0" max=${k.limit.amount_micros} high=${Math.round(k.limit.amount_micros * 0.8)} value=${Math.min(spent, k.limit.amount_micros)}
+              aria-label="Spend of ${k.name} against its limit"></meter>`
+        : html`${money(spent)} ${cur} <span class="muted">(no limit)</span>`}
+    </td>
+    ${showTokens ? tokensCell(k) : nothing} ${showRates ? ratesCell(k) : nothing}
+    <td class="row-actions">
+      <button type="button" id="${id}-usage-toggle" aria-expanded=${state.usage.has(k.id) ? 'true' : 'false'}
+        aria-controls=${state.usage.has(k.id) ? `${id}-usage` : nothing} aria-describedby="${id}-title"
+        @click=${() => void onUsage(k)}>30 days</button>
       ${k.status === 'active'
-        ? html`<div class="actions row-actions">
-            <button type="button" id="${id}-reveal" ?disabled=${busy} @click=${() => void onReveal(k)}>Reveal</button>
-            <button type="button" id="${id}-edit" @click=${() => openDialog({ kind: 'edit', key: k, errors: {}, busy: false })}>Edit</button>
+        ? html`<button type="button" id="${id}-reveal" ?disabled=${busy} @click=${() => void onReveal(k)} aria-describedby="${id}-title">Reveal</button>
+            <button type="button" id="${id}-edit" @click=${() => openDialog({ kind: 'edit', key: k, errors: {}, busy: false })} aria-describedby="${id}-title">Edit</button>
             ${k.rolled_to
               ? nothing
-              : html`<button type="button" id="${id}-roll" @click=${() => openDialog({ kind: 'roll', key: k, busy: false })}>Roll</button>`}
-            <button type="button" id="${id}-revoke" class="danger" @click=${() => openDialog({ kind: 'revoke', key: k, busy: false })}>
+              : html`<button type="button" id="${id}-roll" @click=${() => openDialog({ kind: 'roll', key: k, busy: false })} aria-describedby="${id}-title">Roll</button>`}
+            <button type="button" id="${id}-revoke" class="danger" @click=${() => openDialog({ kind: 'revoke', key: k, busy: false })} aria-describedby="${id}-title">
               Revoke
-            </button>
-            ${busy ? html`<span class="muted" role="status">Working…</span>` : nothing}
-          </div>`
-        : html`<p class="muted">Revoked ${when(k.revoked_at)}. Requests with this key are refused.</p>`}
-      ${k.rolled_to && k.status === 'active' ? html`<p class="muted">${rolledNote(k)}</p>` : nothing}
-      ${err ? html`<p class="error" role="alert">${err}</p>` : nothing}
-    </article>
-  </li>`;
+            </button>`
+        : html`<span class="muted">Refused</span>`}
+    </td>
+  </tr>`;
 }
 
 /** A rolled key still in its grace period: which key replaced it, and until when it works. */
 function rolledNote(k: Key): string {
-  const list = state.keys.state === 'ok' ? state.keys.value : [];
+  const list = state.keys.state === 'ok' ? state.keys.value.keys : [];
   const next = list.find((x) => x.id === k.rolled_to);
-  const by = next ? `${next.name} (${next.hint})` : 'a new key';
-  return k.expires_at ? `Rolled: replaced by ${by}; this key works until ${when(k.expires_at)}.` : `Rolled: replaced by ${by}.`;
+  const by = next ? `${next.name} (${next.hint})` : k.rolled_to;
+  return k.expires_at ? `Rolled: replaced by ${by}; this key works until ${whenZoned(k.expires_at)}.` : `Rolled: replaced by ${by}.`;
+}
+
+const currency = () => (state.account.state === 'ok' ? (state.account.value.currency ?? 'USD') : '');
+
+function accountView(): TemplateResult {
+  const a = state.account;
+  let balance: TemplateResult;
+  if (a.state === 'loading') balance = html`<p class="muted" role="status">Loading balance…</p>`;
+  else if (a.state === 'error')
+    balance = html`<p class="error">The balance could not be loaded: ${a.message} <button type="button" @click=${() => void loadAccount()}>Try again</button></p>`;
+  else {
+    const w = a.value.wallet;
+    const cur = a.value.currency ?? 'USD';
+    const noWallet = !w || w.exists === false;
+    balance = html`<dl class="facts">
+        <div>
+          <dt>Balance</dt>
+          <dd>
+            ${noWallet
+              ? html`<span class="balance">No wallet</span>
+                  <span class="muted">${w?.enforced ? 'This deployment requires a wallet: requests are refused until the account is credited.' : 'Requests are not limited by a balance.'}</span>`
+              : html`<span class="balance ${w.balance_micros <= 0 ? 'low' : ''}">${money(w.balance_micros)} ${cur}</span>
+                  ${w.balance_micros < 0
+                    ? html`<span class="error">The balance is below zero (owed): requests are refused until it is topped up.</span>`
+                    : w.balance_micros === 0
+                      ? html`<span class="error">The balance is zero: requests are refused until it is topped up.</span>`
+                      : nothing}`}
+          </dd>
+        </div>
+      </dl>
+      ${a.value.status === 'disabled' ? html`<p class="error">This account is disabled: every key is refused.</p>` : nothing}`;
+  }
+  return html`<section class="account card" aria-labelledby="account-title">
+    <h2 id="account-title">Account</h2>
+    ${balance} ${ledgerView()}
+  </section>`;
+}
+
+function ledgerView(): TemplateResult {
+  const l = state.ledger;
+  let body: TemplateResult;
+  if (l.state === 'loading') body = html`<p class="muted" role="status">Loading the ledger…</p>`;
+  else if (l.state === 'error')
+    body = html`<p class="error">The ledger could not be loaded: ${l.message} <button type="button" @click=${() => void loadLedger()}>Try again</button></p>`;
+  else if (l.value.entries.length === 0 && state.ledgerCursors.length === 1) body = html`<p class="muted">No credits or charges yet.</p>`;
+  else
+    body = html`<div class="table-wrap" role="region" aria-labelledby="ledger-title" tabindex="0">
+        <table class="ledger">
+          <thead>
+            <tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Amount (${l.value.currency})</th><th scope="col">Reference</th><th scope="col">Key</th></tr>
+          </thead>
+          <tbody>
+            ${l.value.entries.map(
+              (e) => html`<tr>
+                <td class="nowrap"><time datetime=${e.time}>${when(e.time)}</time></td>
+                <td>${e.type === 'credit' ? 'Credit' : 'Charge'}</td>
+                <td class="num ${e.amount_micros < 0 ? 'neg' : 'pos'}">${e.amount_micros > 0 ? '+' : ''}${money(e.amount_micros)}</td>
+                <td>${e.reference ?? e.request_id ?? ''}${e.model ? html`<span class="sub">${e.model}</span>` : nothing}</td>
+                <td>${e.key_id ? html`<code>${e.key_id}</code>` : nothing}</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table>
+      </div>
+      <nav class="pager" aria-label="Pages of the ledger">
+        <button type="button" ?disabled=${state.ledgerCursors.length <= 1} @click=${ledgerNewer}>Newer entries</button>
+        <button type="button" ?disabled=${!l.value.next_cursor} @click=${ledgerOlder}>Older entries</button>
+      </nav>`;
+  return html`<section class="ledger-section" aria-labelledby="ledger-title">
+    <div class="section-head">
+      <h3 id="ledger-title">Ledger</h3>
+      <button type="button" @click=${() => void exportCsv()} ?disabled=${l.state !== 'ok' || (l.value.entries.length === 0 && state.ledgerCursors.length === 1)}>Export CSV</button>
+    </div>
+    <p class="muted">Credits and charges, newest first.</p>
+    ${body}
+    <p class="notice" role="status" aria-live="polite">${state.ledgerNote}</p>
+  </section>`;
+}
+
+const ACTION_WORDS: Record<string, string> = {
+  create: 'Key created',
+  update: 'Key changed',
+  reveal: 'Key revealed',
+  roll: 'Key rolled',
+  revoke: 'Key revoked',
+  disable: 'Account disabled',
+  enable: 'Account enabled',
+  credit: 'Wallet credited',
+  token_create: 'Token created',
+  token_revoke: 'Token revoked',
+};
+
+function auditView(): TemplateResult {
+  const a = state.audit;
+  let body: TemplateResult;
+  if (a.state === 'loading') body = html`<p class="muted" role="status">Loading the audit log…</p>`;
+  else if (a.state === 'error') body = html`<p class="error">The audit log could not be loaded: ${a.message} <button type="button" @click=${() => void loadAudit()}>Try again</button></p>`;
+  else if (a.value.length === 0) body = html`<p class="muted">No events yet.</p>`;
+  else
+    body = html`<ol class="audit">
+      ${a.value.map(
+        (e) => html`<li>
+          <time datetime=${e.time}>${when(e.time)}</time>
+          <strong>${ACTION_WORDS[e.action] ?? e.action}</strong>
+          ${e.key_id ? html`<code>${e.key_id}</code>` : nothing}
+          <span class="muted">by ${e.actor.type === 'cli' ? 'the command line' : `token “${e.actor.name ?? e.actor.id ?? '?'}”`}</span>
+          ${Object.keys(e.changes).length ? html`<span class="sub">${changesText(e.changes)}</span>` : nothing}
+        </li>`,
+      )}
+    </ol>`;
+  return html`<section class="card audit-section" aria-labelledby="audit-title">
+    <h2 id="audit-title">Audit</h2>
+    <p class="muted">The latest changes to this account's keys and wallet, newest first.</p>
+    ${body}
+  </section>`;
+}
+
+function changesText(c: Record<string, unknown>): string {
+  return Object.entries(c)
+    .slice(0, 6)
+    .map(([k, v]) => `${k.replace(/_/g, ' ')}: ${v === null ? 'none' : typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+    .join(' · ');
 }
 
 function dialogView(d: Dialog): TemplateResult {
@@ -621,7 +1165,7 @@ function dialogView(d: Dialog): TemplateResult {
     case 'roll':
       body = html`<form @submit=${onRoll} novalidate>
         <h2 id=${titleId}>Roll “${d.key.name}”?</h2>
-        <p>A new key with the same name and restrictions replaces this one. You will see the new key once.</p>
+        <p>A new key with the same restrictions replaces this one; it is named “${rolledName(d.key.name, KEY_LIMITS.nameMaxChars)}”. You will see the new key once.</p>
         <label for="grace">The old key stops working</label>
         <select id="grace" name="grace">
           ${GRACES.map(([s, label]) => html`<option value=${s}>${label}</option>`)}
@@ -669,6 +1213,8 @@ function dialogView(d: Dialog): TemplateResult {
 
 const selectAll = (e: Event) => (e.currentTarget as HTMLInputElement).select();
 
+const FIELD_WORDS: Record<Field, string> = { name: 'Name', models: 'Models', expires: 'Expires', limit: 'Limit', rate: 'Rate', token_rate: 'Token rate' };
+
 function keyForm(
   d: { errors: FieldErrors; busy: boolean },
   title: string,
@@ -677,54 +1223,78 @@ function keyForm(
   k?: Key,
 ): TemplateResult {
   const e = d.errors;
+  const v = prefill ?? {};
   const described = (f: Field, help?: string) => [help, e[f] ? `f-${f}-error` : undefined].filter(Boolean).join(' ') || nothing;
   const err = (f: Field) => (e[f] ? html`<p class="error" id="f-${f}-error">${e[f]}</p>` : nothing);
   const invalid = (f: Field) => (e[f] ? 'true' : 'false');
+  const wrong = KEY_FIELDS.filter((f) => e[f]);
   // Typing in a field clears the error shown for it.
   const onInput = (ev: Event) => {
     const name = (ev.target as HTMLInputElement).name;
-    const f: Field | undefined = name === 'period' ? 'limit' : (['name', 'models', 'expires', 'limit'] as const).find((x) => x === name);
+    const f: Field | undefined = name === 'period' ? 'limit' : KEY_FIELDS.find((x) => x === name);
     if (f && e[f]) {
       delete e[f];
       update();
     }
   };
+  const now = localInput(Date.now() + 60_000);
   return html`<form @submit=${onSubmit} @input=${onInput} novalidate>
     <h2 id="dialog-title">${title}</h2>
+    ${wrong.length
+      ? html`<p class="error summary" role="alert">
+          ${wrong.length === 1 ? `Check ${FIELD_WORDS[wrong[0]!]}.` : `Check ${wrong.length} fields: ${wrong.map((f) => FIELD_WORDS[f]).join(', ')}.`}
+        </p>`
+      : nothing}
     <div class="field">
       <label for="f-name">Name</label>
-      <input id="f-name" name="name" type="text" maxlength="128" autocomplete="off" required autofocus value=${k?.name ?? ''}
+      <input id="f-name" name="name" type="text" maxlength=${KEY_LIMITS.nameMaxChars} autocomplete="off" required autofocus .value=${v.name ?? k?.name ?? ''}
         aria-invalid=${invalid('name')} aria-describedby=${described('name')} />
       ${err('name')}
     </div>
     <div class="field">
       <label for="f-models">Models</label>
       <input id="f-models" name="models" type="text" autocomplete="off" spellcheck="false" placeholder="All models"
-        value=${k?.models?.join(', ') ?? ''} aria-invalid=${invalid('models')} aria-describedby=${described('models', 'f-models-help')} />
-      <p class="help" id="f-models-help">Empty allows every model. Separate entries with commas: <code>openai/gpt-4o</code>,
-        <code>anthropic/*</code>.</p>
+        .value=${v.models ?? k?.models?.join(', ') ?? ''} aria-invalid=${invalid('models')} aria-describedby=${described('models', 'f-models-help')} />
+      <p class="help" id="f-models-help">Empty allows every model. Separate entries with commas: <code>openai/gpt-4o-mini</code>,
+        <code>anthropic/*</code>. A request must name a listed model: <code>openai/gpt-4o-mini</code> matches a request for
+        <code>openai/gpt-4o-mini</code>, and a plain <code>gpt-4o-mini</code> only where the gateway reads plain names as OpenAI's
+        (or list the plain name too).</p>
       ${err('models')}
     </div>
     <div class="field">
       <label for="f-expires">Expires</label>
-      <input id="f-expires" name="expires" type="date" value=${dateInput(k?.expires_at ?? null)}
+      <input id="f-expires" name="expires" type="datetime-local" min=${now} .value=${v.expires ?? localInput(k?.expires_at ?? null)}
         aria-invalid=${invalid('expires')} aria-describedby=${described('expires', 'f-expires-help')} />
-      <p class="help" id="f-expires-help">Empty never expires. The key stops working at 00:00 UTC on this date.</p>
+      <p class="help" id="f-expires-help">Empty never expires. The key stops working at this time, in your time zone (${timeZoneName()}).</p>
       ${err('expires')}
     </div>
     <div class="field">
       <label for="f-limit">Limit</label>
       <div class="limit-row">
         <input id="f-limit" name="limit" type="text" inputmode="decimal" autocomplete="off" placeholder="No limit"
-          value=${k?.limit ? amountInput(k.limit.amount_micros) : ''} aria-invalid=${invalid('limit')}
+          .value=${v.limit ?? (k?.limit ? amountInput(k.limit.amount_micros) : '')} aria-invalid=${invalid('limit')}
           aria-describedby=${described('limit', 'f-limit-help')} />
         <label for="f-period" class="visually-hidden">Limit period</label>
         <select id="f-period" name="period">
-          ${PERIODS.map((p) => html`<option value=${p} ?selected=${(k?.limit?.period ?? 'month') === p}>per ${p === 'total' ? 'lifetime' : p}</option>`)}
+          ${PERIODS.map((p) => html`<option value=${p} ?selected=${(v.period ?? k?.limit?.period ?? 'month') === p}>per ${p === 'total' ? 'lifetime' : p}</option>`)}
         </select>
       </div>
-      <p class="help" id="f-limit-help">Empty has no spend limit. Requests are refused once the key's spend reaches it.</p>
+      <p class="help" id="f-limit-help">In ${currency() || 'the deployment’s currency'}. Empty has no spend limit. Requests are refused once the key's spend reaches it.</p>
       ${err('limit')}
+    </div>
+    <div class="field">
+      <label for="f-rate">Rate</label>
+      <input id="f-rate" name="rate" type="text" autocomplete="off" spellcheck="false" placeholder="No rate" .value=${v.rate ?? rateInput(k?.rate)}
+        aria-invalid=${invalid('rate')} aria-describedby=${described('rate', 'f-rate-help')} />
+      <p class="help" id="f-rate-help">Requests per unit, like <code>5/s</code> or <code>1000/m</code> (unit <code>s</code>, <code>m</code>, <code>h</code> or <code>d</code>). Empty has no request rate.</p>
+      ${err('rate')}
+    </div>
+    <div class="field">
+      <label for="f-token_rate">Token rate</label>
+      <input id="f-token_rate" name="token_rate" type="text" autocomplete="off" spellcheck="false" placeholder="No token rate" .value=${v.token_rate ?? rateInput(k?.token_rate)}
+        aria-invalid=${invalid('token_rate')} aria-describedby=${described('token_rate', 'f-token_rate-help')} />
+      <p class="help" id="f-token_rate-help">Tokens (input and output) per unit, like <code>100000/h</code>. Empty has no token rate.</p>
+      ${err('token_rate')}
     </div>
     ${e.form ? html`<p class="error" role="alert">${e.form}</p>` : nothing}
     <div class="actions">
