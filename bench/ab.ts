@@ -9,6 +9,7 @@
  * in alternating order. Prints (and with --out writes) a markdown table: the median requests/s and
  * the target's CPU µs per request, with every round's figure, so the noise is visible.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -80,6 +81,17 @@ try {
   await redis.stop();
 }
 
+/** The tree's commit (and "+changes" when its work tree differs), or "a tree without git". */
+function treeCommit(dir: string): string {
+  try {
+    const head = execFileSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['-C', dir, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return 'a tree without git';
+  }
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -88,11 +100,18 @@ const out = [
   `# keygate A/B: ${opt.case} key, ${connections}x${streams}`,
   '',
   `- date: ${new Date().toISOString()}; load average at start ${loadAtStart}, at end ${loadAverage()}`,
-  `- this tree: ${HERE}; baseline: ${trees[1]!.dir}`,
+  // commits, not directories: a result file must not carry this machine's paths
+  `- this tree: ${treeCommit(HERE)}; baseline: ${treeCommit(trees[1]!.dir)}`,
   `- command: \`scripts/node bench/ab.ts --baseline <dir> --case ${opt.case} --shape ${opt.shape} --rounds ${rounds} --duration ${duration}\``,
   '',
   '| tree | req/s (median) | CPU µs/req (median) | req/s per round | CPU µs/req per round |',
   '|---|---:|---:|---|---|',
+  ...(() => {
+    const [a, b] = [figures.get('this tree')!, figures.get('baseline')!];
+    const [rr, rc] = [median(a.rps) / median(b.rps), median(b.cpu) / median(a.cpu)];
+    // not slower: within 5% of the baseline by requests/s and by CPU per request
+    return [`TARGET| ${opt.case} key vs the tree before (bench/ab.ts; ≥ 1 = faster) | ${opt.shape} | ${rr.toFixed(2)} | ${rc.toFixed(2)} | ${rr >= 0.95 && rc >= 0.95 ? 'yes' : rr >= 0.95 || rc >= 0.95 ? 'partly' : 'no'} |`, ''];
+  })(),
   ...[...figures].map(([name, f]) => `| ${name} | ${median(f.rps).toFixed(0)} | ${median(f.cpu).toFixed(1)} | ${f.rps.map((x) => x.toFixed(0)).join(' ')} | ${f.cpu.map((x) => x.toFixed(0)).join(' ')} |`),
   '',
 ].join('\n');

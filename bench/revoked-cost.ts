@@ -4,7 +4,7 @@
  *   scripts/node bench/revoked-cost.ts [--rounds N]
  *
  * Starts its own redis-server, seeds revoked keys whose records carry 1000 model patterns, and
- * times `RedisKeyStore.key()` (the uncached read: one HMGET plus the codec) for revoked and for
+ * times ``RedisRecordSource.lookup(KEY_RECORD)`` (the uncached read: one HMGET plus the codec) for revoked and for
  * unknown digests, interleaved, plus the codec alone on the two replies. Prints markdown: what
  * is left of the difference is the reply's length on the wire, not parsing.
  */
@@ -13,7 +13,8 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_KEY_PREFIX, generateKey, keyDigest } from '../src/keys/format.ts';
 import { parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
 import { connectRedis } from '../src/store/redis.ts';
-import { RedisKeyStore } from '../src/store/redis-store.ts';
+import { KEY_RECORD } from '../src/schema/records.ts';
+import { redisSource } from '../src/store/redis-source.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startRedis } from './lib/redis.ts';
 import { seedOne } from './lib/seed.ts';
@@ -32,14 +33,14 @@ try {
   data.on('error', () => {});
   // The store's connection queues nothing while offline: wait until it is up before timing reads.
   if (data.status !== 'ready') await once(data, 'ready');
-  const store = new RedisKeyStore(data, s, createLogger('silent'));
+  const store = redisSource(data, s, createLogger('silent'));
   const revoked = await Promise.all(Array.from({ length: 200 }, (_, i) => seedOne(db, s, DEFAULT_KEY_PREFIX, `revoked${i}`, { status: 'revoked', models })));
   const time = { revoked: [] as number[], unknown: [] as number[] };
   for (let i = 0; i < ROUNDS; i++) {
     for (const kind of i % 2 ? (['revoked', 'unknown'] as const) : (['unknown', 'revoked'] as const)) {
       const digest = kind === 'revoked' ? revoked[i % revoked.length]!.digest : keyDigest(generateKey());
       const t0 = nowUs();
-      const r = await store.key(digest);
+      const r = await store.lookup(KEY_RECORD, digest);
       time[kind].push(nowUs() - t0);
       if (r.kind !== 'absent') throw new Error(`${kind}: ${r.kind}`);
     }
@@ -56,7 +57,7 @@ try {
     return `| ${k} | ${percentile(v, 50).toFixed(1)} | ${percentile(v, 90).toFixed(1)} | ${percentile(v, 99).toFixed(1)} |`;
   };
   const bytes = (reply: (string | null)[]) => reply.reduce((n, v) => n + (v === null ? 5 : Buffer.byteLength(v) + 8), 4);
-  console.log(`## Cold key lookup, ${ROUNDS} each (µs, RedisKeyStore.key on loopback)\n`);
+  console.log(`## Cold key lookup, ${ROUNDS} each (µs, RedisRecordSource.lookup(KEY_RECORD) on loopback)\n`);
   console.log('| key | p50 | p90 | p99 |\n|---|---|---|---|');
   console.log(row('revoked'));
   console.log(row('unknown'));

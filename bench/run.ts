@@ -18,11 +18,20 @@
  *   npm run bench -- --profile     CPU profile of the sidecar under case 1 (bench/tmp/prof);
  *                                  --profile-case <id> for another case, --connections/--streams
  *   OPA_ENVOY_BIN=/path/to/opa npm run bench    adds OPA-Envoy (bench/opa/policy.rego)
+ *   npm run bench -- --only hot,metering,rate,money,ab --sizes 64 --baseline DIR
+ *                                  selected parts (hot, cold, memory, extra, metering, rate, money,
+ *                                  ab), case 3 with the 64 KiB bodies only, and the A/B against the
+ *                                  tree in DIR
+ *   npm run bench -- --tracing     adds the sidecar with OpenTelemetry tracing on (OTLP/HTTP to a sink
+ *                                  on loopback, bench/lib/otlp-sink.ts) and case 1t, the valid key
+ *                                  with a sampled `traceparent` (a span per Check), beside the default
+ *   npm run bench -- --cases valid,valid-traced    only these throughput cases (ids as in --profile-case)
+ *   --skip-cold, --skip-memory, --skip-extra       leave out case 4, the memory phase, the other benches
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, totalmem } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
@@ -36,6 +45,7 @@ import { loadAverage, loadgen, startTarget, type Target } from './lib/procs.ts';
 import { commandCalls, roundTripsPerDecision, seedKeys, writeKeysFile } from './lib/seed.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { startOpaEnvoy } from './lib/opa.ts';
+import { startOtlpSink, type OtlpSink } from './lib/otlp-sink.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
@@ -55,11 +65,31 @@ const { values: opt } = parseArgs({
     streams: { type: 'string', default: '16' },
     'skip-memory': { type: 'boolean', default: false },
     'skip-extra': { type: 'boolean', default: false },
+    'skip-cold': { type: 'boolean', default: false },
     'latency-only': { type: 'boolean', default: false },
     transports: { type: 'string' },
+    /** Adds the sidecar with OpenTelemetry tracing on and the case with a sampled traceparent. */
+    tracing: { type: 'boolean', default: false },
+    /** Comma-separated case ids: only these throughput cases. */
+    cases: { type: 'string' },
     out: { type: 'string' },
+    /**
+     * Which parts to run, comma-separated (default all): hot (cases 1-3 and 5, the targets table),
+     * cold, memory, extra (propagation, model scan), metering (bench/ext-proc.ts), rate
+     * (bench/rate.ts), money (bench/money.ts), ab (bench/ab.ts against --baseline).
+     */
+    only: { type: 'string' },
+    /** Body sizes of case 3, comma-separated KiB (default 1,64,1024). */
+    sizes: { type: 'string' },
+    /** Another keygate checkout (with its node_modules) for the `ab` part. */
+    baseline: { type: 'string' },
   },
 });
+const GROUPS = ['hot', 'cold', 'memory', 'extra', 'metering', 'rate', 'money', 'ab'];
+const only = opt.only ? opt.only.split(',').map((x) => x.trim()) : GROUPS;
+for (const g of only) if (!GROUPS.includes(g)) throw new Error(`--only: ${g} is not one of ${GROUPS.join(', ')}`);
+const has = (g: string) => only.includes(g);
+const SIZES_KIB = (opt.sizes ?? '1,64,1024').split(',').map(Number);
 
 const quick = opt.quick!;
 const P = {
@@ -97,8 +127,12 @@ function targetDefs(): TargetDef[] {
     { name: 'floor: grpc-js no-op', kind: 'noop-grpcjs', reference: true },
     { name: 'limit: node:http2 fixed OK', kind: 'noop-h2', reference: true },
     ...sidecars,
+    ...(opt.tracing && otlpSink ? [{ name: 'keygate, tracing on', kind: 'keygate', env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url, OTEL_METRICS_EXPORTER: 'none' } }] : []),
   ];
 }
+
+/** Where the tracing-on sidecar exports its spans (--tracing). */
+let otlpSink: OtlpSink | undefined;
 
 type Shape = readonly [connections: number, streams: number];
 
@@ -126,6 +160,20 @@ async function verifySample(t: Target, file: string): Promise<string> {
   return Object.keys(r.sampled)[0] ?? 'no-body';
 }
 
+/**
+ * Target rows the other bench scripts print (`TARGET| what | shape | figures | met`), moved from
+ * their output into the report's one Targets table.
+ */
+const extraTargets: string[] = [];
+function takeTargets(text: string): string {
+  const keep: string[] = [];
+  for (const line of text.split('\n')) {
+    if (line.startsWith('TARGET|')) extraTargets.push(`|${line.slice(7)}`);
+    else keep.push(line);
+  }
+  return keep.join('\n');
+}
+
 async function runExtra(script: string, args: string[]): Promise<string> {
   const path = join(HERE, script);
   if (!existsSync(path)) return `_not run: bench/${script} is not in this tree yet_`;
@@ -138,7 +186,7 @@ async function runExtra(script: string, args: string[]): Promise<string> {
     const t = setTimeout(() => p.kill('SIGTERM'), 15 * 60_000);
     p.on('exit', (code) => {
       clearTimeout(t);
-      resolve(code === 0 ? out.trim() : `_bench/${script} failed (exit ${code})_\n\n\`\`\`\n${(err || out).trim().slice(-1500)}\n\`\`\``);
+      resolve(code === 0 ? takeTargets(out.trim()) : `_bench/${script} failed (exit ${code})_\n\n\`\`\`\n${(err || out).trim().slice(-1500)}\n\`\`\``);
     });
   });
 }
@@ -161,6 +209,10 @@ async function main(): Promise<void> {
     // ---- keys and bodies
     const [valid] = await seedKeys(db, s, { prefix: PREFIX, count: 1, accounts: 1, tag: 'valid' });
     const [restricted] = await seedKeys(db, s, { prefix: PREFIX, count: 1, accounts: 1, tag: 'model', models: ['gpt-4o-mini', 'anthropic/*'] });
+    // A rate-limited key (docs/rate-limits.md): a rate no run reaches, so every answer is an allow
+    // decided from its lease (one TAKE per lease), with per-request x-ratelimit-* headers.
+    const [rated] = await seedKeys(db, s, { prefix: PREFIX, count: 1, accounts: 1, tag: 'rated' });
+    await db.hset(s.keyRecord(keyDigest(rated!)), 'rate', '1000000000/d');
     const unknown = fastKeys(PREFIX, 1)[0]!;
     const file = (name: string, b: Buffer) => {
       const p = join(tmp, `${name}.bin`);
@@ -171,9 +223,14 @@ async function main(): Promise<void> {
       { id: 'valid', label: '1. valid key, cached', file: file('valid', encodeCheck({ key: valid })), expect: 'allow', size: 'headers only' },
       { id: 'malformed', label: '2a. malformed checksum', file: file('malformed', encodeCheck({ key: malformedKey(valid!) })), expect: 'deny:INVALID_API_KEY', size: 'headers only' },
       { id: 'unknown', label: '2b. unknown well-formed key', file: file('unknown', encodeCheck({ key: unknown })), expect: 'deny:INVALID_API_KEY', size: 'headers only' },
+      { id: 'rated', label: '1r. rate-limited key, cached', file: file('rated', encodeCheck({ key: rated })), expect: 'allow', size: 'headers only' },
     ];
+    if (opt.tracing) {
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      cases.push({ id: 'valid-traced', label: '1t. valid key, cached, sampled traceparent', file: file('valid-traced', encodeCheck({ key: valid, headers: { traceparent } })), expect: 'allow', size: 'headers only' });
+    }
     const floorFiles: Record<string, string> = { 'headers only': cases[0]!.file };
-    for (const [size, n] of [['1 KiB', 1024], ['64 KiB', 64 * 1024], ['1 MiB', 1024 * 1024]] as const) {
+    for (const [size, n] of ([['1 KiB', 1024], ['64 KiB', 64 * 1024], ['1 MiB', 1024 * 1024]] as const).filter(([, b]) => SIZES_KIB.includes(b / 1024))) {
       for (const where of ['first', 'last'] as const) {
         const f = file(`model-${n}-${where}`, encodeCheck({ key: restricted, body: chatBody(n, 'gpt-4o-mini', where) }));
         cases.push({ id: `model-${n}-${where}`, label: `3. restricted key, ${size}, model ${where}`, file: f, expect: 'allow', size });
@@ -181,7 +238,17 @@ async function main(): Promise<void> {
       }
     }
 
+    if (opt.cases) {
+      // Case 1 (the valid key) always runs: the latency phase and the references use it.
+      const keep = new Set(['valid', ...opt.cases.split(',').map((x) => x.trim())]);
+      const unknownIds = [...keep].filter((id) => !cases.some((c) => c.id === id));
+      if (unknownIds.length) throw new Error(`--cases: unknown ${unknownIds.join(', ')}; one of ${cases.map((c) => c.id).join(', ')}`);
+      cases.splice(0, cases.length, ...cases.filter((c) => keep.has(c.id)));
+      for (const size of Object.keys(floorFiles)) if (size !== 'headers only' && !cases.some((c) => c.size === size)) delete floorFiles[size];
+    }
+
     // ---- targets
+    if (opt.tracing) otlpSink = await startOtlpSink();
     const defs = targetDefs();
     for (const d of defs) targets.push(await startTarget(d.name, d.kind, { ...env, ...d.env }));
     const floor = targets[0]!;
@@ -228,10 +295,16 @@ async function main(): Promise<void> {
       return;
     }
 
+    const table: string[] = [];
+    const latency: string[] = [];
+    const goals: string[] = [];
+    const tracing: string[] = [];
+    const latencyOnly = opt['latency-only']!;
+    const cm = `${P.connections} connections x ${P.streams} streams`;
+    if (has('hot')) {
     // ---- throughput: a JIT warm-up pass, then rounds; every round drives every (shape, case, target)
     // once, in turn, the order reversed every other round; medians over the rounds
     const shapes: Shape[] = [[P.connections, P.streams], [1, 1]];
-    const cm = `${P.connections} connections x ${P.streams} streams`;
     const sh = ([c, m]: Shape) => `${c}x${m}`;
     const sizes = Object.keys(floorFiles);
     interface Run { key: string; t: Target; file: string; shape: Shape }
@@ -258,7 +331,6 @@ async function main(): Promise<void> {
     const check = (name: string, r: H2loadResult) => {
       if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed of ${r.done}`);
     };
-    const latencyOnly = opt['latency-only']!;
     for (let round = 0; round < P.rounds && latencyOnly; round++) {
       for (const shape of shapes) {
         const r = await drive(floor, cases[0]!.file, shape);
@@ -298,13 +370,13 @@ async function main(): Promise<void> {
       return { v, f, l, rpsFloor: v.rps / f.rps, rpsLimit: v.rps / l.rps, cpuFloor: f.cpu / v.cpu, cpuLimit: l.cpu / v.cpu };
     };
 
-    const table: string[] = [
+    table.push(
       `h2load, ${P.duration}s per run after ${P.warmup}s of warm-up inside the run, a JIT warm-up pass of every run (${P.jitWarmup}s each) before the measured rounds, ` +
         `median of ${P.rounds} interleaved round(s) (every run once per round, in reverse order every other round). ` +
         `"x floor" and "x limit": requests/s over those of the floor (grpc-js no-op) and of the limit (bare node:http2 fixed OK), each driven with a body of the same size in the same rounds. ` +
         `"CPU µs/req": CPU time of the target process per request (/proc, user + system, all its threads), and "(CPU)" the floor's or limit's CPU per request over the target's: ` +
         `the capacity ratio per core, much less sensitive to other load on the machine than requests/s.`,
-    ];
+    );
     for (const shape of shapes) {
       table.push(
         '',
@@ -334,7 +406,7 @@ async function main(): Promise<void> {
     const offered = Math.round(floorPeak / 2);
     const offered1 = Math.round(floorPeak1 / 2);
     log(`latency at ${offered} req/s (half the floor's ${floorPeak.toFixed(0)}) and ${offered1} req/s on one stream`);
-    const latency: string[] = [
+    latency.push(
       `Latency at a fixed offered load of half the floor's peak, case 1, h2load --rps, ${P.duration * 2}s per run: ${offered} req/s (half of ${floorPeak.toFixed(0)}) ` +
         `on ${P.connections} connections, and ${offered1} req/s (half the floor's one-stream peak of ${floorPeak1.toFixed(0)}) on one connection with one stream. ` +
         `h2load paces each connection by sending its share in bursts on a timer, so with 16 streams per connection a burst queues behind itself; ` +
@@ -342,7 +414,7 @@ async function main(): Promise<void> {
       '',
       '| connections x streams | offered req/s | target | achieved req/s | p50 ms | p99 ms | p99.9 ms | max ms |',
       '|---|---:|---|---:|---:|---:|---:|---:|',
-    ];
+    );
     const paced: Record<string, H2loadResult> = {};
     for (const [c, m, rps] of [[P.connections, P.streams, offered], [P.connections, 1, offered], [1, 1, offered1]] as const) {
       for (const t of [floor, ...sidecars]) {
@@ -357,7 +429,7 @@ async function main(): Promise<void> {
     }
 
     // ---- the targets, met or missed (from the figures above)
-    const goals: string[] = [];
+    goals.length = 0;
     if (!latencyOnly) {
       const main = sidecars.find((t) => t.name === `keygate[${loadConfigDefaults().grpcTransport}]`) ?? sidecars.at(-1)!;
       goals.push(
@@ -367,6 +439,7 @@ async function main(): Promise<void> {
         '|---|---|---:|---:|---|',
       );
       const row = (what: string, shape: Shape, id: string, size: string, need: number, against: 'floor' | 'limit' = 'floor') => {
+        if (!cases.some((c) => c.id === id)) return;
         const r = vs(shape, main.name, id, size);
         const a = against === 'floor' ? r.rpsFloor : r.rpsLimit;
         const b = against === 'floor' ? r.cpuFloor : r.cpuLimit;
@@ -374,8 +447,9 @@ async function main(): Promise<void> {
       };
       for (const shape of shapes) row('cached valid key ≥ 1.5x floor', shape, 'valid', 'headers only', 1.5);
       for (const shape of shapes) row('cached valid key: aim 0.8x limit', shape, 'valid', 'headers only', 0.8, 'limit');
-      for (const id of ['malformed', 'unknown']) for (const shape of shapes) row(`deny (${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')}) ≥ 1.2x floor`, shape, id, 'headers only', 1.2);
-      for (const id of ['model-65536-first', 'model-65536-last']) for (const shape of shapes) row(`${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')} ≥ 1x floor`, shape, id, '64 KiB', 1);
+      if (cases.some((c) => c.id === 'rated')) for (const shape of shapes) row('rate-limited cached key ≥ 1.2x floor', shape, 'rated', 'headers only', 1.2);
+      for (const id of ['malformed', 'unknown'].filter((i) => cases.some((c) => c.id === i))) for (const shape of shapes) row(`deny (${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')}) ≥ 1.2x floor`, shape, id, 'headers only', 1.2);
+      for (const id of ['model-65536-first', 'model-65536-last'].filter((i) => cases.some((c) => c.id === i))) for (const shape of shapes) row(`${cases.find((c) => c.id === id)!.label.replace(/^\S+ /, '')} ≥ 1x floor`, shape, id, '64 KiB', 1);
       if (opa) {
         for (const shape of shapes) {
           const k = vs(shape, main.name, 'valid', 'headers only');
@@ -392,15 +466,41 @@ async function main(): Promise<void> {
         if (r) goals.push(`| p99 < 1 ms at half the floor's peak | ${c}x${m} paced | p99 ${ms(r.p99us)} ms | – | ${r.p99us < 1000 ? 'yes' : 'no'} |`);
       }
     }
+    // ---- tracing: the default sidecar (tracing off) beside the one with tracing on, with and without a sampled traceparent
+    const traced = sidecars.find((t) => t.name === 'keygate, tracing on');
+    const plain = sidecars.find((t) => t !== traced && t.name.startsWith('keygate'));
+    if (traced && plain && !latencyOnly) {
+      tracing.push(
+        `The default sidecar (no OTLP endpoint: no OpenTelemetry module loaded, no observer installed) and one with \`OTEL_EXPORTER_OTLP_ENDPOINT\` set (spans to a sink on loopback that answers every export 200), ` +
+          `on case 1 (no traceparent: the span is skipped after one header lookup) and case 1t (a sampled traceparent: a span per Check, exported in batches). Same rounds as above; ` +
+          `"CPU vs off" is the CPU per request over that of the default sidecar on case 1.`,
+        '',
+        '| shape | case | target | req/s | p50 ms | p99 ms | CPU µs/req | CPU vs off |',
+        '|---|---|---|---:|---:|---:|---:|---:|',
+      );
+      for (const shape of shapes) {
+        const base = sum(`${sh(shape)}|${plain.name}|valid`);
+        for (const id of ['valid', 'valid-traced']) {
+          for (const t of [plain, traced]) {
+            const v = sum(`${sh(shape)}|${t.name}|${id}`);
+            if (Number.isNaN(v.rps)) continue;
+            tracing.push(`| ${sh(shape)} | ${cases.find((c) => c.id === id)!.label} | ${t.name} | ${v.rps.toFixed(0)} | ${ms(v.p50)} | ${ms(v.p99)} | ${v.cpu.toFixed(1)} | ${x(v.cpu, base.cpu)} |`);
+          }
+        }
+      }
+      tracing.push('', `Export requests received by the sink: ${otlpSink!.requests} (${(otlpSink!.bytes / 1024).toFixed(0)} KiB of OTLP protobuf).`);
+    }
+
     if (latencyOnly) table.splice(0, table.length, `_Not run (--latency-only): only the floor's peaks were measured, ${P.rounds} run(s), for the offered loads below._`);
 
+    }
     // ---- 4. cold keys
     const tpl = keyTemplate(PREFIX);
     const tplFile = join(tmp, 'template.bin');
     writeFileSync(tplFile, tpl.frame);
     writeFileSync(tplFile + '.json', JSON.stringify({ offset: tpl.offset, keyLength: tpl.keyLength }));
     const cold: string[] = [];
-    if (!latencyOnly) {
+    if (!latencyOnly && has('cold') && !opt['skip-cold']) {
     log(`cold keys: seeding ${P.coldKeys}`);
     const coldKeys = await seedKeys(db, s, { prefix: PREFIX, count: P.coldKeys, accounts: P.accounts, tag: 'cold' });
     const keysFile = join(tmp, 'cold-keys.txt');
@@ -434,19 +534,43 @@ async function main(): Promise<void> {
 
     // ---- memory
     const memory: string[] = [];
-    if (!opt['skip-memory'] && !latencyOnly) memory.push(...(await memoryRun(db, s, env, tplFile, tmp)));
+    if (!opt['skip-memory'] && !latencyOnly && has('memory')) memory.push(...(await memoryRun(db, s, env, tplFile, tmp)));
 
     // ---- other benches
     const extra: string[] = [];
     if (!opt['skip-extra'] && !latencyOnly) {
       const args = quick ? ['--quick'] : [];
-      log('propagation bench');
-      extra.push('### Revocation propagation (bench/propagation.ts)', '', await runExtra('propagation.ts', args), '');
-      log('model-scan bench');
-      extra.push('### Model scanner (bench/model-scan.ts)', '', await runExtra('model-scan.ts', args), '');
-      log('money bench');
-      const baseline = opt['money-baseline'] ? ['--baseline', opt['money-baseline']] : [];
-      extra.push('### Wallet, limits and usage counting (bench/money.ts)', '', await runExtra('money.ts', [...args, ...baseline]), '');
+      const timing = [...(opt.rounds ? ['--rounds', opt.rounds] : []), ...(opt.duration ? ['--duration', opt.duration] : [])];
+      if (has('extra')) {
+        log('propagation bench');
+        extra.push('### Revocation propagation (bench/propagation.ts)', '', await runExtra('propagation.ts', args), '');
+        log('model-scan bench');
+        extra.push('### Model scanner (bench/model-scan.ts)', '', await runExtra('model-scan.ts', args), '');
+      }
+      if (has('metering')) {
+        log('metering bench (ext_proc)');
+        extra.push('## Metering through ext_proc (bench/ext-proc.ts)', '', await runExtra('ext-proc.ts', [...args, ...timing]), '');
+      }
+      if (has('rate')) {
+        log('rate-limit bench');
+        // with the hot part, case 1r measures the rated key's cost: rate.ts adds the shared count
+        const parts = has('hot') && cases.some((c) => c.id === 'rated') ? ['--parts', 'bound'] : [];
+        extra.push('## Rate limits (bench/rate.ts)', '', await runExtra('rate.ts', [...args, ...timing, ...parts]), '');
+      }
+      if (has('money')) {
+        log('money bench');
+        const baseline = opt['money-baseline'] ? ['--baseline', opt['money-baseline']] : [];
+        extra.push('## The money gate: wallet, limits and usage counting (bench/money.ts)', '', await runExtra('money.ts', [...args, ...timing, ...baseline]), '');
+      }
+      if (has('ab') && opt.baseline) {
+        for (const [c, shape] of [['valid', '4x16'], ['valid', '1x1'], ['malformed', '4x16']] as const) {
+          log(`A/B against the baseline tree: ${c} ${shape}`);
+          const ab = await runExtra('ab.ts', ['--baseline', opt.baseline, '--case', c, '--shape', shape, '--rounds', String(quick ? 1 : P.rounds + 1), '--duration', String(Math.min(2, P.duration))]);
+          extra.push(`### A/B: ${c} key, ${shape} (bench/ab.ts)`, '', ab.replace(/^# .*\n/, ''), '');
+        }
+      } else if (has('ab')) {
+        extra.push('### A/B against a baseline tree', '', '_not run: give `--baseline DIR` (a checkout of the tree to compare with, with its node_modules)_', '');
+      }
     }
 
     // ---- report
@@ -460,13 +584,16 @@ async function main(): Promise<void> {
       `- load average at start ${loadBefore}, at end ${loadAverage()} (2 cores shared with other work: compare within this run only)`,
       `- OPA-Envoy: ${opa ? `${process.env.OPA_ENVOY_BIN} with bench/opa/policy.rego (the same decision; data: the run's seeded keys)` : 'not run here (no OPA_ENVOY_BIN given; bench/opa/policy.rego is the same decision in Rego)'}`,
       `- keygate default gRPC transport: ${loadConfigDefaults().grpcTransport} (KEYGATE_GRPC_TRANSPORT); memory and propagation use it`,
-      `- command: \`npm run bench${process.argv.slice(2).length ? ' -- ' + process.argv.slice(2).join(' ') : ''}\``,
+      `- command: \`npm run bench${process.argv.slice(2).length ? ' -- ' + commandArgs().join(' ') : ''}\``,
       '',
-      ...(goals.length ? ['## Targets', '', ...goals, ''] : []),
+      ...(goals.length || extraTargets.length
+        ? ['## Targets', '', ...(goals.length ? goals : ['| target | shape | by req/s | by CPU/req | met |', '|---|---|---:|---:|---|']), ...extraTargets, '']
+        : []),
       '## Throughput (cases 1-3)',
       '',
       ...table,
       '',
+      ...(tracing.length ? ['## OpenTelemetry tracing off and on (--tracing)', '', ...tracing, ''] : []),
       '## Latency at half the floor\'s peak (case 5)',
       '',
       ...latency,
@@ -493,7 +620,14 @@ async function main(): Promise<void> {
   } finally {
     for (const t of targets) await t.stop();
     await redis.stop();
+    await otlpSink?.close();
   }
+}
+
+/** The command line for the report, another tree's directory written as <dir> (no machine paths in results). */
+function commandArgs(): string[] {
+  const a = process.argv.slice(2);
+  return a.map((v, i) => (['--baseline', '--money-baseline', '--out'].includes(a[i - 1] ?? '') ? '<dir>' : v.replace(/^(--(?:money-)?baseline=).*/, '$1<dir>')));
 }
 
 function loadConfigDefaults() {
@@ -593,7 +727,7 @@ async function profileRun(env: Record<string, string>, file: string, tmp: string
     const r = await runH2load({ port: t.port, bodyFile: file, connections: P.connections, streams: P.streams, durationSec: P.duration * 2, warmupSec: P.warmup, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
     await t.stop();
     const prof = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(dir, f)).sort().at(-1)!;
-    process.stdout.write(`\n## ${d.name}: ${r.rps.toFixed(0)} req/s under the profiler; ${prof}\n\n${summarizeProfile(readFileSync(prof, 'utf8'), 40)}\n`);
+    process.stdout.write(`\n## ${d.name}: ${r.rps.toFixed(0)} req/s under the profiler; ${basename(prof)}\n\n${summarizeProfile(readFileSync(prof, 'utf8'), 40)}\n`);
   }
 }
 

@@ -1,12 +1,12 @@
 /**
  * Envoy-shaped CheckRequest bodies for the load generators, encoded with Envoy's own protos
- * (`src/transport/grpc-js/protos.ts`) and framed for gRPC (1 byte compressed flag, 4 bytes length).
+ * (`proto/envoy-protos.ts`) and framed for gRPC (1 byte compressed flag, 4 bytes length).
  * Keys are spliced into a prebuilt frame at a fixed offset, so a load generator can send a
  * different key per request without encoding protobuf on its hot path.
  */
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../../proto/envoy-protos.ts';
 import { BASE62, base62Fixed, CHECKSUM_CHARS, RANDOM_CHARS } from '../../src/keys/format.ts';
 
 export const CHECK_PATH = '/envoy.service.auth.v3.Authorization/Check';
@@ -28,6 +28,8 @@ export interface BenchRequest {
   path?: string;
   body?: Buffer;
   requestId?: string;
+  /** Extra request headers (e.g. a `traceparent` as Envoy forwards it). */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -55,6 +57,7 @@ export function envoyCheckRequest(r: BenchRequest): object {
     'x-envoy-expected-rq-timeout-ms': '600000',
   };
   if (r.key !== undefined) headers.authorization = `Bearer ${r.key}`;
+  Object.assign(headers, r.headers);
   const http: Record<string, unknown> = {
     id: '14183205532386574592',
     method: 'POST',

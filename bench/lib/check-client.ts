@@ -1,6 +1,6 @@
 /** A one-at-a-time Check client (grpc-js, Envoy's protos) sending the bench's Envoy-shaped requests. */
 import * as grpc from '@grpc/grpc-js';
-import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../../proto/envoy-protos.ts';
 import type { CheckResponse } from '../../src/transport/envoy/check.ts';
 import { envoyCheckRequest, type BenchRequest } from './bodies.ts';
 

@@ -18,6 +18,8 @@ export interface H2loadSpec {
   /** Fixed offered load, requests/s in total (split over the connections). */
   rps?: number;
   logFile: string;
+  /** The gRPC method's path (default: ext_authz Check). */
+  path?: string;
   /** Extra request headers (Envoy sends `grpc-timeout` from the filter's timeout). */
   headers?: Record<string, string>;
 }
@@ -79,7 +81,7 @@ export async function runH2load(spec: H2loadSpec): Promise<H2loadResult> {
     ...spec.headers,
   };
   const args = [
-    `http://127.0.0.1:${spec.port}${CHECK_PATH}`,
+    `http://127.0.0.1:${spec.port}${spec.path ?? CHECK_PATH}`,
     '-d',
     spec.bodyFile,
     '-c',

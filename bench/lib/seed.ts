@@ -4,8 +4,9 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import { keyDigest } from '../../src/keys/format.ts';
-import { encodeKeyRecord, type Schema } from '../../src/schema/redis-schema.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../../src/keys/format.ts';
+import { encodeKeyRecord, KeyField, type Schema } from '../../src/schema/redis-schema.ts';
+import { RateField } from '../../src/schema/rates.ts';
 import { fastKeys } from './bodies.ts';
 
 export interface SeedSpec {
@@ -53,6 +54,20 @@ export async function seedOne(
   const record = { id: `key_${tag.padStart(16, '0')}`, account, name: 'bench', status: o.status, models: o.models ?? null, expiresAt: null };
   await redis.hset(s.keyRecord(digest), ...encodeKeyRecord(record));
   return { key: key!, digest, account };
+}
+
+/**
+ * One key on an account of its own (`acct-<tag>`), with the id index a usage record needs and the
+ * times the console's view of a key reads (for credits, limits and usage through KeyConsole).
+ */
+export async function seedConsoleKey(db: Redis, s: Schema, tag: string, o: { rate?: string } = {}): Promise<{ key: string; id: string; account: string; digest: string }> {
+  const k = await seedOne(db, s, DEFAULT_KEY_PREFIX, tag);
+  const id = `key_${tag.padStart(16, '0')}`;
+  await db.set(s.keyIdIndex(id), k.digest);
+  await db.hset(s.keyRecord(k.digest), KeyField.createdAt, String(Date.now()), KeyField.updatedAt, String(Date.now()));
+  // a request rate in its record form (`N/U`), the field the sidecar reads with the record
+  if (o.rate) await db.hset(s.keyRecord(k.digest), RateField.rate, o.rate);
+  return { key: k.key, id, account: k.account, digest: k.digest };
 }
 
 /** One key a line, fixed width (the load generator indexes by line). */

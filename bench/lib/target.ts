@@ -4,6 +4,9 @@
  *   scripts/node bench/lib/target.ts noop-grpcjs   the floor: @grpc/grpc-js serving Check with a fixed OK answer
  *   scripts/node bench/lib/target.ts noop-h2       the limit: a bare node:http2 handler answering a fixed gRPC OK
  *                                                  after reading the request (what node:http2 itself costs)
+ *   scripts/node bench/lib/target.ts noop-extproc  the ext_proc floor: @grpc/grpc-js serving Process, answering
+ *                                                  every ProcessingRequest with the empty response of its phase
+ *                                                  (none in observability_mode) and ending at the client's end
  * Reports `{ port, pid }` over IPC once listening; exits cleanly on SIGTERM (so `--cpu-prof` is written).
  */
 import * as http2 from 'node:http2';
@@ -11,7 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import { loadConfig } from '../../src/config.ts';
 import { startSidecar } from '../../src/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
-import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
+import { authorizationService, loadEnvoyProtos } from '../../proto/envoy-protos.ts';
 import { checkMethod, grpcFrame } from './bodies.ts';
 
 const kind = process.argv[2];
@@ -21,6 +24,27 @@ async function noopGrpcJs(): Promise<{ port: number; close(): Promise<void> }> {
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_concurrent_streams': 1000 });
   server.addService(authorizationService().service, {
     Check: (_call: unknown, cb: grpc.sendUnaryData<object>) => cb(null, OK),
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  return { port, close: () => new Promise((r) => server.tryShutdown(() => r())) };
+}
+
+async function noopExtProc(): Promise<{ port: number; close(): Promise<void> }> {
+  const def = loadEnvoyProtos(['envoy/service/ext_proc/v3/external_processor.proto']);
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_concurrent_streams': 1000 });
+  const phases = ['request_headers', 'response_headers', 'request_body', 'response_body', 'request_trailers', 'response_trailers'];
+  server.addService(def['envoy.service.ext_proc.v3.ExternalProcessor'] as grpc.ServiceDefinition, {
+    Process: (call: grpc.ServerDuplexStream<Record<string, unknown>, object>) => {
+      call.on('data', (m: Record<string, unknown>) => {
+        if (m.observability_mode) return;
+        const phase = phases.find((p) => m[p] != null);
+        if (phase) call.write({ [phase]: {} });
+      });
+      call.on('end', () => call.end());
+      call.on('error', () => {});
+    },
   });
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
@@ -58,6 +82,7 @@ const starters: Record<string, () => Promise<{ port: number; close(): Promise<vo
   keygate,
   'noop-grpcjs': noopGrpcJs,
   'noop-h2': noopH2,
+  'noop-extproc': noopExtProc,
 };
 
 const start = kind ? starters[kind] : undefined;

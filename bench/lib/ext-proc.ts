@@ -1,0 +1,123 @@
+/**
+ * ext_proc streams as Envoy sends them, for the metering benches: the ProcessingRequest messages of
+ * one metered exchange (request headers with the ext_authz metadata, response headers, the response
+ * body in chunks, the last with end_of_stream), each gRPC-framed, and concatenated into one body,
+ * so that h2load can send a whole stream as one HTTP/2 POST (the server answers each message as it
+ * arrives and ends the stream with OK after end_of_stream). Plus a node:http2 client that holds
+ * streams open (memory) and runs streams to their end (overshoot).
+ */
+import * as http2 from 'node:http2';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { frameMessage, type Field } from '../../src/transport/grpc/codec.ts';
+import { grpcFrame } from './bodies.ts';
+
+export const PROCESS_PATH = '/envoy.service.ext_proc.v3.ExternalProcessor/Process';
+const FIX = join(import.meta.dirname, '..', '..', 'test', 'fixtures', 'metering');
+
+export interface Identity {
+  keyId: string;
+  accountId: string;
+  model?: string;
+}
+
+const unframed = (f: readonly Field[]) => frameMessage(f).subarray(5);
+const headerMap = (h: Record<string, string>): Field[] => Object.entries(h).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]] as Field);
+const str = (name: string, v: string): Field => [1, [[1, name], [2, [[3, v]]]]];
+
+function metadataField(id: Identity): Field {
+  const fields: Field[] = [str('key_id', id.keyId), str('account_id', id.accountId)];
+  if (id.model) fields.push(str('model', id.model));
+  return [8, [[1, [[1, 'envoy.filters.http.ext_authz'], [2, fields]]]]];
+}
+
+export interface ExchangeSpec {
+  identity: Identity;
+  contentType: string;
+  chunks: readonly Buffer[];
+  encoding?: string;
+  /** x-request-id (absent: the sidecar generates one per stream). */
+  requestId?: string;
+  /** ProcessingRequest.observability_mode: the server answers nothing. */
+  observability?: boolean;
+  /** false: the last chunk carries no end_of_stream (a stream held open). */
+  complete?: boolean;
+}
+
+/** The unframed ProcessingRequest messages of one exchange, in order. */
+export function exchangeMessages(x: ExchangeSpec): Buffer[] {
+  const md = metadataField(x.identity);
+  const obs: Field[] = x.observability ? [[10, 1]] : [];
+  // without x-request-id the sidecar makes an id per response, so every h2load stream books anew
+  const reqHeaders: Record<string, string> = { ':method': 'POST', ':path': '/v1/chat/completions', ':scheme': 'http', ':authority': 'gateway', 'content-type': 'application/json' };
+  if (x.requestId) reqHeaders['x-request-id'] = x.requestId;
+  const resHeaders: Record<string, string> = { ':status': '200', 'content-type': x.contentType, date: 'Tue, 24 Nov 2026 23:00:00 GMT' };
+  if (x.encoding) resHeaders['content-encoding'] = x.encoding;
+  const complete = x.complete !== false;
+  return [
+    unframed([[2, [[1, headerMap(reqHeaders)]]], md, ...obs]),
+    unframed([[3, [[1, headerMap(resHeaders)]]], md, ...obs]),
+    ...x.chunks.map((c, i) => unframed([[5, [[1, c], ...(complete && i === x.chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], md, ...obs])),
+  ];
+}
+
+/** The messages gRPC-framed and concatenated: one request body for h2load. */
+export function exchangeBody(x: ExchangeSpec): Buffer {
+  return Buffer.concat(exchangeMessages(x).map(framed));
+}
+
+const framed = grpcFrame;
+
+/** A 2 KiB chat completion (the recorded one with a longer answer). */
+export function json2k(): Buffer {
+  const chat = JSON.parse(readFileSync(join(FIX, 'openai-chat.json'), 'utf8'));
+  const base = Buffer.byteLength(JSON.stringify(chat, null, 2));
+  chat.choices[0].message.content += ' Lorem ipsum dolor sit amet, consectetur.'.repeat(Math.ceil((2048 - base) / 42)).slice(0, 2048 - base);
+  return Buffer.from(JSON.stringify(chat, null, 2));
+}
+
+/** The recorded streamed chat completion of 300 SSE events (usage in the last) and `[DONE]`, one buffer per event (301). */
+export function sse300(): Buffer[] {
+  const sse = readFileSync(join(FIX, 'openai-chat-stream-300.sse'));
+  const events: Buffer[] = [];
+  for (let i = 0; i < sse.length; ) {
+    const j = sse.indexOf('\n\n', i);
+    if (j === -1) break;
+    events.push(sse.subarray(i, j + 2));
+    i = j + 2;
+  }
+  return events;
+}
+
+export interface StreamResult {
+  /** gRPC-framed messages the server sent. */
+  answers: number;
+  grpcStatus: string | undefined;
+}
+
+/** Sends `messages` (framed) on one Process stream of `session`, ending it or not; resolves at the trailers. */
+export function processStream(session: http2.ClientHttp2Session, messages: readonly Buffer[], end = true): { done: Promise<StreamResult>; stream: http2.ClientHttp2Stream; answered: (n: number) => Promise<void> } {
+  const stream = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+  let answers = 0;
+  let buf: Buffer = Buffer.alloc(0);
+  const waiters: { n: number; r: () => void }[] = [];
+  stream.on('data', (c: Buffer) => {
+    buf = buf.length ? Buffer.concat([buf, c]) : c;
+    while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
+      buf = buf.subarray(5 + buf.readUInt32BE(1));
+      answers++;
+    }
+    for (let i = waiters.length - 1; i >= 0; i--) if (answers >= waiters[i]!.n) waiters.splice(i, 1)[0]!.r();
+  });
+  const done = new Promise<StreamResult>((resolve, reject) => {
+    let status: string | undefined;
+    stream.on('trailers', (t) => (status = String(t['grpc-status'])));
+    stream.on('response', (h) => h['grpc-status'] !== undefined && (status = String(h['grpc-status'])));
+    stream.on('close', () => resolve({ answers, grpcStatus: status }));
+    stream.on('error', reject);
+  });
+  for (const m of messages) stream.write(framed(m));
+  if (end) stream.end();
+  const answered = (n: number) => (answers >= n ? Promise.resolve() : new Promise<void>((r) => waiters.push({ n, r })));
+  return { done, stream, answered };
+}
