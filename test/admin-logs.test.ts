@@ -4,6 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, maskKey } from '../src/keys/format.ts';
+
+/** What a log must show of a key, written out: its prefix, an ellipsis, its last four characters. */
+const shown = (key: string, prefix = 'kg_') => `${prefix}…${key.slice(-4)}`;
 import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger, keyScrubber } from '../src/telemetry/logger.ts';
@@ -56,7 +59,7 @@ describe('deny logs', () => {
     const unknown = generateKey();
     await check(unknown, 'req-unknown', 'anthropic');
     const r = denyLine('req-unknown');
-    expect(r).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'anthropic', maskedKey: maskKey(unknown), rule: 'key malformed, unknown or revoked' });
+    expect(r).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'anthropic', maskedKey: shown(unknown), rule: 'key malformed, unknown or revoked' });
     expect(r.keyId).toBeUndefined();
     expect(typeof r.ms).toBe('number');
   });
@@ -90,9 +93,9 @@ describe('repeated denies', () => {
     const before = await metric();
     for (let i = 0; i < 30; i++) await check(unknown, `rep-${i}`);
     expect(await metric()).toBe(before + 30);
-    const own = records().filter((r) => r.msg === 'deny' && r.maskedKey === maskKey(unknown));
+    const own = records().filter((r) => r.msg === 'deny' && r.maskedKey === shown(unknown));
     expect(own.map((r) => r.requestId)).toEqual(['rep-0']);
-    const repeatedLine = () => records().find((r) => r.msg === 'deny repeated' && r.maskedKey === maskKey(unknown));
+    const repeatedLine = () => records().find((r) => r.msg === 'deny repeated' && r.maskedKey === shown(unknown));
     await waitFor('the repeated line', () => repeatedLine() !== undefined, 5000);
     expect(repeatedLine()).toMatchObject({ level: 30, decision: 'deny', code: 'INVALID_API_KEY', status: 401, family: 'openai', rule: 'key malformed, unknown or revoked', repeated: 29, lastRequestId: 'rep-29' });
     expect(lines.join('')).not.toContain(unknown);
@@ -110,7 +113,7 @@ describe('repeated denies', () => {
   const own: string[] = [];
   const ownLog = createLogger('info', { write: (line: string) => void own.push(line) });
   const d = deny('INVALID_API_KEY');
-  const outcome = (requestId: string, key: string) => ({ decision: d, family: 'openai' as const, requestId, maskedKey: maskKey(key) });
+  const outcome = (requestId: string, key: string) => ({ decision: d, family: 'openai' as const, requestId, maskedKey: shown(key) });
 
   it('beyond maxKinds kinds in a window, counts the rest per code, rule and family (every deny in a line or a count)', () => {
     own.length = 0;
@@ -123,7 +126,7 @@ describe('repeated denies', () => {
     const parsed = own.map((l) => JSON.parse(l) as Record<string, unknown>);
     const repeated = parsed.filter((r) => r.msg === 'deny repeated');
     expect(repeated).toHaveLength(2);
-    expect(repeated.find((r) => r.maskedKey === maskKey(keys[0]!))).toMatchObject({ repeated: 1, lastRequestId: 'o-again' });
+    expect(repeated.find((r) => r.maskedKey === shown(keys[0]!))).toMatchObject({ repeated: 1, lastRequestId: 'o-again' });
     expect(repeated.find((r) => r.overflow === true)).toMatchObject({ code: 'INVALID_API_KEY', family: 'openai', repeated: 3, lastRequestId: 'o-4' });
     expect(repeated.find((r) => r.overflow === true)!.maskedKey).toBeUndefined();
     // a new window starts empty: the first of a kind gets its own line again
@@ -147,11 +150,16 @@ describe('no key in any line', () => {
     await redis.stop();
     await waitFor('store down', () => !sidecar.ready());
     await check(valid.key, 'req-outage');
-    expect(denyLine('req-outage')).toMatchObject({ code: 'AUTH_UNAVAILABLE', status: 503, maskedKey: maskKey(valid.key), rule: 'key store unavailable' });
+    expect(denyLine('req-outage')).toMatchObject({ code: 'AUTH_UNAVAILABLE', status: 503, maskedKey: shown(valid.key), rule: 'key store unavailable' });
     const outageLine = (r: Record<string, unknown>) => r.level === 50 && String(r.msg).startsWith('cannot reach Redis at redis://127.0.0.1:');
     await waitFor('a Redis error line', () => records().some(outageLine));
-    // /readyz says why, in its body.
-    const ready = (await (await fetch(`http://127.0.0.1:${sidecar.adminPort}/readyz`)).json()) as { ready: boolean; reason?: string };
+    // /readyz says why, in its body. (While redis-server shuts down, a reconnect can still be accepted
+    // for a moment and say "ready" once: on a loaded machine that moment is long enough to be read.)
+    let ready: { ready: boolean; reason?: string } = { ready: true };
+    await waitFor('/readyz naming the Redis it cannot reach', async () => {
+      ready = (await (await fetch(`http://127.0.0.1:${sidecar.adminPort}/readyz`)).json()) as typeof ready;
+      return ready.reason?.startsWith('cannot reach Redis') === true;
+    }, 10_000);
     expect(ready.ready).toBe(false);
     expect(ready.reason).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+: /);
     // Reconnect attempts keep failing (several per second), yet the error is said once and names what to do.
@@ -178,9 +186,17 @@ describe('no key in any line', () => {
     log.error({ detail: 'Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwxyz012345' }, 'foreign token');
     const tail = lines.slice(-2).join('');
     expect(tail).not.toContain(key);
-    expect(tail).toContain(maskKey(key));
+    expect(tail).toContain(shown(key));
     expect(tail).not.toContain('abcdefghijklmnopqrstuvwxyz012345');
     expect(tail).toContain('Bearer [redacted]');
+  });
+
+  it('maskKey keeps the prefix and the last four characters only, and nothing of a short or foreign text', () => {
+    expect(maskKey('kg_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789wxyz')).toBe('kg_…wxyz');
+    expect(maskKey('acme-ABCDEFGHIJKLMNOPQRSTUVWXYZ01234567', 'acme-')).toBe('acme-…4567');
+    expect(maskKey('sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789')).toBe('sk-…6789');
+    expect(maskKey('kg_short')).toBe('[redacted]');
+    expect(maskKey('kg_ABCDEFGHIJKLMNOPQR"}\n')).toBe('kg_…R???');
   });
 
   it('leaves lines without key-shaped text untouched (and honours a custom prefix)', () => {
@@ -188,6 +204,6 @@ describe('no key in any line', () => {
     const line = '{"msg":"deny","maskedKey":"acme-…ab12","bearer":"no token here"}';
     expect(scrub(line)).toBe(line);
     const custom = generateKey('acme-');
-    expect(scrub(`{"msg":"${custom}"}`)).toBe(`{"msg":"${maskKey(custom, 'acme-')}"}`);
+    expect(scrub(`{"msg":"${custom}"}`)).toBe(`{"msg":"${shown(custom, 'acme-')}"}`);
   });
 });

@@ -11,7 +11,7 @@ import { adminGet, sample, waitFor } from './helpers/admin.ts';
 import type { EnvoyClient } from './helpers/envoy-client.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
-import { startStack, type Stack } from './helpers/sidecars.ts';
+import { startStack, startTestSidecar, type Stack } from './helpers/sidecars.ts';
 
 const s = schema();
 let stack: Stack;
@@ -40,7 +40,9 @@ describe('health endpoints', () => {
   });
 
   it('/readyz says ready with the store reachable and not draining', async () => {
-    const r = await adminGet(sidecar.adminPort, '/readyz');
+    // A loaded machine can stall the heartbeat past its bound for a moment (not ready, then ready again).
+    let r = await adminGet(sidecar.adminPort, '/readyz');
+    await waitFor('ready', async () => (r = await adminGet(sidecar.adminPort, '/readyz')).status === 200, 10_000);
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body)).toEqual({ ready: true, store: true, draining: false });
   });
@@ -129,6 +131,25 @@ describe('the latency histogram', () => {
     expect(sample(text, 'keygate_decision_duration_seconds_count', { result: 'allow' })).toBe(0);
     expect(sample(text, 'keygate_decision_duration_seconds_sum', { result: 'deny' })).toBeGreaterThan(0.306);
     expect(sample(text, 'keygate_decisions_total', { result: 'deny', code: 'USER_BLOCKED', family: 'anthropic' })).toBe(2);
+  });
+});
+
+describe('readiness follows draining', () => {
+  it('/readyz goes 503 the moment a shutdown starts, with Redis up (the store alone would say ready)', async () => {
+    const own = await startTestSidecar(redis.url, { drainDelayMs: 3000, shutdownTimeoutMs: 6000, adminHost: '127.0.0.1' });
+    try {
+      const port = own.sidecar.adminPort;
+      await waitFor('ready', async () => (await adminGet(port, '/readyz')).status === 200);
+      expect(JSON.parse((await adminGet(port, '/readyz')).body)).toEqual({ ready: true, store: true, draining: false }); // the control
+      const stopping = own.sidecar.shutdown(); // drains for 3 s before closing anything
+      const r = await adminGet(port, '/readyz');
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.body)).toEqual({ ready: false, store: true, draining: true, reason: 'shutting down' });
+      expect(own.sidecar.ready()).toBe(false);
+      await stopping;
+    } finally {
+      await own.close();
+    }
   });
 });
 

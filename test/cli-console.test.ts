@@ -85,7 +85,7 @@ describe('happy path', () => {
     expect(JSON.stringify(list)).not.toContain(created.key);
 
     const table = ok(await keygate(['keys', 'list', '--account', a])).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+LIMIT$/);
+    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+LIMIT\s+RATE\s+TOKEN RATE$/);
     expect(table).toHaveLength(3);
     expect(table[1]).toContain(created.id);
     expect(table[1]).toContain('2099-12-31T23:59:59Z');
@@ -95,7 +95,7 @@ describe('happy path', () => {
     expect(JSON.parse(ok(await keygate(['keys', 'reveal', created.id, '--json'])).stdout)).toEqual({ id: created.id, key: created.key });
 
     const upd = ok(await keygate(['keys', 'update', created.id, '--name', 'renamed', '--all-models', '--no-expiry'])).stdout;
-    expect(upd).toBe(`Updated key ${created.id}: name "renamed", models all, expires never, limit none.\n`);
+    expect(upd).toBe(`Updated key ${created.id}: name "renamed", models all, expires never, limit none, rate none; token rate none.\n`);
     const upd2 = JSON.parse(ok(await keygate(['keys', 'update', created.id, '--models', 'google/*', '--expires', '2098-01-01', '--json'])).stdout);
     expect(upd2).toMatchObject({ name: 'renamed', models: ['google/*'], expires_at: '2098-01-01T00:00:00.000Z' });
 
@@ -114,7 +114,7 @@ describe('happy path', () => {
     const a = acct();
     const created = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'metered', '--limit', '1.5', '--limit-period', 'month', '--json'])).stdout);
     expect(created).toMatchObject({ limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period: 'month', period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 }, last_used_at: null });
-    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered).\n`);
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered); rate none; token rate none.\n`);
     expect(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1'])).stdout).toBe(`Credited 12.5 to account ${a}; balance 12.5.\n`);
     const again = JSON.parse(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1', '--json'])).stdout);
     expect(again).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: false, balance_micros: 12_500_000 });
@@ -125,7 +125,14 @@ describe('happy path', () => {
     const shown = JSON.parse(ok(await keygate(['keys', 'show', created.id, '--json'])).stdout);
     expect(shown).toMatchObject({ id: created.id, limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period_micros: 1_500_001, total_micros: 1_500_001 } });
     expect(ok(await keygate(['keys', 'show', created.id])).stdout).toContain('limit: 1.5/month; spend: 1.500001 of 1.5 this month');
-    expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({ id: a, status: 'active', wallet: { enforced: true, balance_micros: 10_999_999 } });
+    expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({
+      id: a,
+      status: 'active',
+      wallet: { enforced: true, balance_micros: 10_999_999 },
+      tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
+      rate: null,
+      token_rate: null,
+    });
     const list = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
     expect(list.keys[0]).toMatchObject({ id: created.id, spend: { total_micros: 1_500_001 }, requests: { today: 0, month: 0 } });
     const lines = ok(await keygate(['usage', 'export', '--since', '2000-01-01', '--account', a])).stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
@@ -136,7 +143,7 @@ describe('happy path', () => {
     expect(lines[0]).toMatchObject({ account: a, key_id: created.id });
     const upd = JSON.parse(ok(await keygate(['keys', 'update', created.id, '--no-limit', '--json'])).stdout);
     expect(upd).toMatchObject({ limit: null });
-  });
+  }, 180_000); // 14 CLI starts: about 5 s each on a loaded machine
 
   it('--redis wins over REDIS_URL', async () => {
     const a = acct();

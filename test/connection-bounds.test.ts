@@ -9,7 +9,7 @@
 import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { authorizationService } from '../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../proto/envoy-protos.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { checkRequest, EnvoyClient } from './helpers/envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';

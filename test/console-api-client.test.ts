@@ -120,13 +120,13 @@ it('a generated client type-checks and runs create, list, reveal, restrict, roll
   expect(r.rolled).toEqual({ from: r.created.id, oldTo: expect.stringMatching(/^key_/), models: ['openai/gpt-4o-mini'] });
   expect(r.revoked).toBe('revoked');
   expect(r.statuses).toEqual(['disabled', 'active']);
-  expect(r.audit).toEqual(['enable', 'disable', 'revoke', 'roll', 'update', 'reveal', 'create']);
+  expect(r.audit).toEqual(['enable', 'disable', 'revoke', 'roll', 'update', 'reveal', 'reveal', 'create']); // the replayed create is a reveal too
   expect(r.notFound).toBe(404);
   expect(r.money).toEqual({
     limited: { amount_micros: 2_000, period: 'day' },
     credited: true,
     booked: [true, 3_500],
-    wallet: { enforced: true, balance_micros: 3_500 },
+    wallet: { enforced: true, balance_micros: 3_500, exists: true },
     spend: { period: 'day', period_micros: 1_500, total_micros: 1_500 },
     exported: [['gen-req-1', 1_500]],
   });

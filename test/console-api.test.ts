@@ -111,7 +111,7 @@ describe('keys', () => {
     await Promise.all(Array.from({ length: 100 }, (_, i) => srv.console.keys.createKey({ account: acct, name: `k${i}` })));
     const r = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'one too many' } });
     expect([r.status, errCode(r)]).toEqual([422, 'LIMIT_REACHED']);
-    expect((await call('GET', `/v1/accounts/${acct}/keys`)).body.keys).toHaveLength(100);
+    expect((await call('GET', `/v1/accounts/${acct}/keys?limit=200`)).body.keys).toHaveLength(100);
   }, 30_000);
 });
 
@@ -121,11 +121,11 @@ describe('money on keys and accounts', () => {
     const c = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'metered', limit: { amount_micros: 2_000_000, period: 'month' } } });
     expect(c.status).toBe(201);
     expect(c.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 } });
-    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: false, balance_micros: 0 });
+    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: false, balance_micros: 0, exists: false });
 
     await srv.console.creditAccount(CLI_ACTOR, acct, 10_000_000, `ref-${acct}`);
     await srv.console.keys.recordUsage({ keyId: c.body.id, amountMicros: 2_000_000, requestId: `r-${acct}` });
-    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: true, balance_micros: 8_000_000 });
+    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: true, balance_micros: 8_000_000, exists: true });
     const shown = await call('GET', `/v1/keys/${c.body.id}`);
     expect(shown.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 2_000_000, total_micros: 2_000_000 } });
     expect((await call('GET', `/v1/accounts/${acct}/keys`)).body.keys[0].spend).toMatchObject({ period_micros: 2_000_000, total_micros: 2_000_000 });
@@ -180,7 +180,7 @@ describe('auth and scope', () => {
     }
     expect((await call('PATCH', `/v1/keys/${theirs.body.id}`, { token: owner, body: { name: 'x' } })).status).toBe(404);
     expect((await call('GET', `/v1/keys/${theirs.body.id}`)).body.status).toBe('active'); // untouched
-    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0 } });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false }, rate: null, token_rate: null, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
     // Operator operations need an all-accounts token.
     for (const [m, p, body] of [
       ['POST', `/v1/accounts/${ACCT}/disable`, undefined],
@@ -203,11 +203,11 @@ describe('auth and scope', () => {
   it('accounts: disable and enable (operator), and the sidecar follows', async () => {
     const acct = `dis-${randomBytes(4).toString('hex')}`;
     const k = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'k' } });
-    const noWallet = { enforced: false, balance_micros: 0 };
-    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet });
+    const noWallet = { enforced: false, balance_micros: 0, exists: false };
+    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet, rate: null, token_rate: null, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
     expect(await check(k.body.key)).toBe('USER_BLOCKED');
     expect((await call('GET', `/v1/accounts/${acct}`)).body.status).toBe('disabled');
-    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', wallet: noWallet });
+    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', wallet: noWallet, rate: null, token_rate: null, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
     expect(await check(k.body.key)).toBe('ALLOW');
   });
 
@@ -327,14 +327,15 @@ function routesOf(s: ConsoleServer): string[] {
   return s.routes.map((r) => `${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`);
 }
 
-describe('behind a proxy: X-Forwarded-For only when trusted; rate limit per client', () => {
+describe('behind a proxy: X-Forwarded-For only when trusted; the rate limit before authentication is per client', () => {
   async function hammer(trustProxy: string): Promise<number[]> {
     const config = loadConsoleApiConfig({ port: 0, redisUrl: stack.redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '3', KEYGATE_CONSOLE_TRUST_PROXY: trustProxy });
     const s = await startConsole(config, createLogger('silent'));
     try {
       const out: number[] = [];
       for (let i = 0; i < 5; i++) {
-        const res = await fetch(`http://127.0.0.1:${s.port}/v1/accounts/${ACCT}`, { headers: { authorization: `Bearer ${admin}`, 'x-forwarded-for': `203.0.113.${i}` } });
+        // Unauthenticated: per address (an authenticated request counts against its token instead).
+        const res = await fetch(`http://127.0.0.1:${s.port}/v1/accounts/${ACCT}`, { headers: { authorization: 'Bearer kgmt_unknown', 'x-forwarded-for': `203.0.113.${i}` } });
         out.push(res.status);
         if (res.status === 429) expect(await res.json()).toMatchObject({ error: { code: 'RATE_LIMITED' } });
       }
@@ -345,11 +346,11 @@ describe('behind a proxy: X-Forwarded-For only when trusted; rate limit per clie
   }
 
   it('untrusted: every request is the socket peer, so the fourth is 429', async () => {
-    expect(await hammer('false')).toEqual([200, 200, 200, 429, 429]);
+    expect(await hammer('false')).toEqual([401, 401, 401, 429, 429]);
   });
 
   it('trusted (one hop): each forwarded client has its own budget', async () => {
-    expect(await hammer('1')).toEqual([200, 200, 200, 200, 200]);
+    expect(await hammer('1')).toEqual([401, 401, 401, 401, 401]);
   });
 
   it('a bad trust setting stops the start with one line naming it', () => {

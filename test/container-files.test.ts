@@ -50,7 +50,10 @@ function composeValidator() {
 describe('docker-compose.yml', () => {
   const validate = composeValidator();
   const svc = compose.services as Record<string, Obj>;
-  const keygateEnv = svc.keygate!.environment as Record<string, string>;
+  /** keygate's environment as Compose passes it with no variable set in the shell (`${VAR:-default}` → default). */
+  const keygateEnv = Object.fromEntries(
+    Object.entries(svc.keygate!.environment as Record<string, string>).map(([k, v]) => [k, v.replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1')]),
+  );
 
   it('is valid under the Compose specification schema', () => {
     expect(validate(compose), JSON.stringify(validate.errors, null, 1)).toBe(true);
@@ -94,6 +97,16 @@ describe('docker-compose.yml', () => {
     // Compose waits stop_grace_period before SIGKILL: longer than keygate's own shutdown bound.
     expect(Number.parseInt(svc.keygate!.stop_grace_period, 10) * 1000).toBeGreaterThan(config.shutdownTimeoutMs);
     expect(svc.keygate!).toMatchObject({ read_only: true, cap_drop: ['ALL'] });
+    // Metering on: envoy.yaml's ext_proc filter sends each allowed response to keygate's gRPC port.
+    expect(config.meter).toBe(true);
+    const filters = envoyConfig.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters as Obj[];
+    const extProc = filters.find((f) => f.name === 'envoy.filters.http.ext_proc');
+    expect(extProc?.typed_config.grpc_service.envoy_grpc.cluster_name).toBe('keygate');
+    expect(endpointOf('keygate')).toEqual({ address: config.listenHost, port_value: config.grpcPort });
+    // Per-account metrics on; OpenTelemetry off unless the shell sets the collector's address.
+    expect(config.metricsAccountLabels).toBe(true);
+    expect(config.otlpEndpoint).toBe('');
+    expect(loadConfig({}, { ...keygateEnv, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' }).otlpEndpoint).toBe('http://otel-collector:4318');
   });
 
   it('runs the management API on the image keygate builds, with settings it accepts', () => {
@@ -138,11 +151,12 @@ describe('Dockerfile', () => {
   const final = stages.at(-1)!;
   const args = Object.fromEntries(instructions.filter((i) => i.op === 'ARG').map((i) => i.args.split('=') as [string, string]));
 
-  it('is multi-stage on Node 24 slim', () => {
+  it('is multi-stage on one pinned Node 24 slim release (exact version, or a digest)', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     for (const s of stages) {
       const image = s[0]!.args.split(/\s+/)[0]!.replace(/^\$\{(\w+)\}$/, (_m, a: string) => args[a] ?? '');
-      expect(image).toBe('node:24-slim');
+      expect(image).toMatch(/^node:24\.\d+\.\d+-bookworm-slim(@sha256:[0-9a-f]{64})?$/);
+      expect(image).toBe(args.NODE_IMAGE);
     }
     expect(final.some((i) => i.op === 'COPY' && i.args.startsWith('--from=deps '))).toBe(true);
   });

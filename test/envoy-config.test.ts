@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../src/config.ts';
 import { HEALTH_SERVICES } from '../src/transport/envoy/grpc.ts';
-import { envoyProtoDirs } from '../src/transport/grpc-js/protos.ts';
+import { envoyProtoDirs } from '../proto/envoy-protos.ts';
 import { StrictProto } from './helpers/strict-proto.ts';
 
 const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';
@@ -71,6 +71,12 @@ describe('envoy.yaml against envoy.config.bootstrap.v3.Bootstrap', () => {
       ['an unknown @type', (d) => (filter(d, 'envoy.filters.http.router')['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Routr'), /names no known message/],
       ['two members of one oneof', (d) => (routes(d)[0]!.direct_response = { status: 404 }), /oneof action already set by route/],
       ['a missing required oneof', (d) => delete routes(d)[0]!.route, /needs one of route, redirect, direct_response/],
+      [
+        'an unknown field in the ext_proc filter',
+        (d) => (filter(d, 'envoy.filters.http.ext_proc').processing_mode.response_body = 'STREAMED'),
+        /processing_mode\.response_body: unknown field of envoy\.extensions\.filters\.http\.ext_proc\.v3\.ProcessingMode/,
+      ],
+      ['an ext_proc body mode that does not exist', (d) => (filter(d, 'envoy.filters.http.ext_proc').processing_mode.response_body_mode = 'STREAM'), /response_body_mode: "STREAM" is not a value/],
       ['a deprecated field', (d) => (cluster(d, 'keygate').http2_protocol_options = {}), /http2_protocol_options: deprecated field/],
     ])('%s', (_name, mutate, expected) => {
       const errors = broken(mutate);
@@ -101,15 +107,45 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     expect(defaults.grpcMaxReceiveBytes).toBeGreaterThanOrEqual(authz.with_request_body.max_request_bytes + 1024 * 1024);
   });
 
-  it('runs the filters in order: health check, ext_authz, router last', () => {
+  it('runs the filters in order: health check, ext_authz, ext_proc (metering), router last', () => {
     expect(hcmOf(doc).http_filters.map((f: Obj) => f.name)).toEqual([
       'envoy.filters.http.health_check',
       'envoy.filters.http.ext_authz',
+      'envoy.filters.http.ext_proc',
       'envoy.filters.http.router',
     ]);
     const hc = filter(doc, 'envoy.filters.http.health_check');
     expect(hc.pass_through_mode).toBe(false);
     expect(hc.cluster_min_healthy_percentages.keygate.value).toBe(100);
+  });
+
+  it('meters through keygate: headers sent, response body streamed, trailers skipped, ext_authz metadata forwarded, never failing a request', () => {
+    const p = filter(doc, 'envoy.filters.http.ext_proc');
+    expect(p.grpc_service.envoy_grpc.cluster_name).toBe('keygate');
+    expect(p.failure_mode_allow).toBe(true);
+    expect(p.processing_mode).toEqual({
+      request_header_mode: 'SEND',
+      response_header_mode: 'SEND',
+      request_body_mode: 'NONE',
+      response_body_mode: 'STREAMED',
+      request_trailer_mode: 'SKIP',
+      response_trailer_mode: 'SKIP',
+    });
+    expect(p.metadata_options.forwarding_namespaces.untyped).toEqual(['envoy.filters.http.ext_authz']);
+    expect(seconds(p.message_timeout)).toBeGreaterThan(0);
+    expect(p.observability_mode).toBe(false);
+  });
+
+  it('sends the request body of OpenAI chat and completions (to ask a stream for its usage), buffered, and only there', () => {
+    const withBody = routes(doc).filter((r) => r.typed_per_filter_config?.['envoy.filters.http.ext_proc']);
+    expect(withBody.map((r) => r.match.prefix).sort()).toEqual(['/openai/v1/chat/completions', '/openai/v1/completions']);
+    for (const r of withBody) {
+      const mode = r.typed_per_filter_config['envoy.filters.http.ext_proc'].overrides.processing_mode;
+      expect(mode.request_body_mode).toBe('BUFFERED_PARTIAL');
+      expect(mode.response_body_mode).toBe('STREAMED');
+      expect(r.route.prefix_rewrite).toBe(r.match.prefix.replace(/^\/openai/, ''));
+      expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'].check_settings.context_extensions.protocol).toBe('openai');
+    }
   });
 
   it('has an OpenAI, an Anthropic and a Google entry, each naming its family for keygate', () => {

@@ -11,7 +11,7 @@ import { loadConfig, type Config } from '../src/config.ts';
 import { startSidecar, type Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { authorizationService } from '../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../proto/envoy-protos.ts';
 import { checkRequest } from './helpers/envoy-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';

@@ -5,9 +5,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { authorizationService } from '../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../proto/envoy-protos.ts';
 import { checkInputFromEnvoy, checkResponse, type CheckResponse } from '../src/transport/envoy/check.ts';
-import { checkResponseFields, decodeCheckRequest, frameMessage, WireError } from '../src/transport/h2/codec.ts';
+import { checkResponseFields, decodeCheckRequest, frameMessage, WireError } from '../src/transport/grpc/codec.ts';
 import { checkRequest } from './helpers/envoy-client.ts';
 
 const m = authorizationService().service.Check!;

@@ -1,6 +1,6 @@
 /** The h2 server's deadlines on one timer: due calls fire on time, finished ones never, in any order; the queue stays bounded. */
 import { describe, expect, it } from 'vitest';
-import { Deadlines } from '../src/transport/h2/deadlines.ts';
+import { Deadlines } from '../src/transport/grpc/deadlines.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

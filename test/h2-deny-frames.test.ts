@@ -11,8 +11,8 @@ import { DENY_CODES } from '../src/core/codes.ts';
 import { deny, type Deny } from '../src/core/decision.ts';
 import { FAMILIES } from '../src/core/family.ts';
 import { checkResponse } from '../src/transport/envoy/check.ts';
-import { checkResponseFields, frameMessage } from '../src/transport/h2/codec.ts';
-import { DenyFrames } from '../src/transport/h2/deny-frames.ts';
+import { checkResponseFields, frameMessage } from '../src/transport/grpc/codec.ts';
+import { DenyFrames } from '../src/transport/grpc/deny-frames.ts';
 
 const opts = { accountHeader: 'x-keygate-account-id', keyIdHeader: 'x-keygate-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
 const direct = (o: CheckOutcome) => frameMessage(checkResponseFields(checkResponse(o, opts)));

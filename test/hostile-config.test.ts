@@ -17,6 +17,12 @@ const BAD: { [K in keyof Config]: string[] } = {
   stripKeyHeaders: ['maybe', '2'],
   pathPrefixes: ['noslash=openai', '/a=azure', '/a', '=openai'],
   modelEndpoints: ['openai:POST', 'azure:POST:/x', 'openai:FETCH:/x', 'openai:POST:x', 'openai:POST:/v1/models/{model}', 'openai:POST:/a/{model}/{model}'],
+  meter: ['maybe'],
+  meterForceUsage: ['2'],
+  meterMaxStreams: ['0', '-1', 'x', '1.5'],
+  meterMaxStreamMs: ['999', 'x'],
+  meterFlushMs: ['5', '1001'],
+  bareModelProviders: ['openai', 'azure=openai', 'openai=', 'openai=bad provider', 'openai=a,openai=b', '=openai'],
   errorDomain: ['bad domain', ''],
   redisTimeoutMs: ['0', '5', 'x', '1000000'],
   cacheMaxEntries: ['-1', 'many'],
@@ -34,6 +40,14 @@ const BAD: { [K in keyof Config]: string[] } = {
   drainDelayMs: ['-1'],
   shutdownTimeoutMs: ['5'],
   logLevel: ['verbose', 'INFO'],
+  metricsAccountLabels: ['some'],
+  metricsMaxAccounts: ['0', '-1', '1000001', 'all'],
+  otlpEndpoint: ['collector:4318', 'ftp://collector', 'not a url'],
+  otlpTraces: ['jaeger', 'OTLP'],
+  otlpMetrics: ['prometheus'],
+  otlpServiceName: ['x'.repeat(300)],
+  otlpMetricsIntervalMs: ['0', 'soon'],
+  traceUnparentedRatio: ['-0.1', '1.5', 'half'],
 };
 
 describe('configuration validation', () => {

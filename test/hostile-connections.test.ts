@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { connect as netConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { authorizationService } from '../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../proto/envoy-protos.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { checkRequest, EnvoyClient } from './helpers/envoy-client.ts';
 import { send } from './helpers/http-client.ts';

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey } from '../src/keys/format.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
-import { authorizationService } from '../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../proto/envoy-protos.ts';
 import { checkRequest, deniedBody, type EnvoyClient } from './helpers/envoy-client.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';

@@ -28,7 +28,7 @@ describe('README Configuration table', () => {
     const defaults = loadConfig({}, {});
     for (const k of Object.keys(ENV) as (keyof Config)[]) {
       const v = defaults[k];
-      const shown = Array.isArray(v) && v.length === 0 ? '(none)' : `\`${String(v)}\``;
+      const shown = (Array.isArray(v) && v.length === 0) || (v instanceof Map && v.size === 0) || v === '' ? '(none)' : `\`${String(v)}\``;
       expect(rows.get(k)!.def, k).toBe(shown);
     }
   });
@@ -52,10 +52,10 @@ describe('README console settings table (keygate console)', () => {
   const consoleRows = new Map(
     table
       .split('\n')
-      .filter((l) => /^\| `KEYGATE_CONSOLE_/.test(l))
+      .filter((l) => /^\| `KEYGATE_(CONSOLE_|CURRENCY`)/.test(l))
       .map((l) => {
         const [env, def] = l.split('|').slice(1, 3).map((c) => c.trim());
-        return [/`(KEYGATE_CONSOLE_\w+)`/.exec(env!)![1]!, def!] as const;
+        return [/`(KEYGATE_(?:CONSOLE_\w+|CURRENCY))`/.exec(env!)![1]!, def!] as const;
       }),
   );
 

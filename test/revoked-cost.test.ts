@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyField, parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
 import { connectRedis } from '../src/store/redis.ts';
-import { RedisKeyStore } from '../src/store/redis-store.ts';
+import { KEY_RECORD } from '../src/schema/records.ts';
+import { redisSource, type RedisRecordSource } from '../src/store/redis-source.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey } from './helpers/seed.ts';
@@ -42,14 +43,14 @@ const manyModels = JSON.stringify(Array.from({ length: 1000 }, (_, i) => `provid
 describe('revoked and never-issued keys: same work until the status is known', () => {
   let redis: RedisServer;
   let db: Redis;
-  let store: RedisKeyStore;
+  let store: RedisRecordSource;
 
   beforeAll(async () => {
     redis = await startRedis();
     db = redis.client();
     const data = connectRedis(redis.url, { commandTimeoutMs: 2000 });
     data.on('error', () => {});
-    store = new RedisKeyStore(data, s, createLogger('silent'));
+    store = redisSource(data, s, createLogger('silent'));
   });
 
   afterAll(async () => {
@@ -90,11 +91,11 @@ describe('revoked and never-issued keys: same work until the status is known', (
       [KeyField.models]: '[not json',
       [KeyField.expiresAt]: 'soon',
     });
-    expect(await store.key(k.digest)).toEqual({ kind: 'absent' });
-    expect(await store.key(keyDigest(generateKey()))).toEqual({ kind: 'absent' });
+    expect(await store.lookup(KEY_RECORD, k.digest)).toEqual({ kind: 'absent' });
+    expect(await store.lookup(KEY_RECORD, keyDigest(generateKey()))).toEqual({ kind: 'absent' });
     // An active record with the same garbage is still corrupt (the rest is parsed once the status says active).
     await db.hset(s.keyRecord(k.digest), KeyField.status, 'active');
-    expect((await store.key(k.digest)).kind).toBe('corrupt');
+    expect((await store.lookup(KEY_RECORD, k.digest)).kind).toBe('corrupt');
   });
 
   it('a revoke moves the model list out of what the sidecar reads: the reply is as short as an unknown key’s, the console still shows the models', async () => {
@@ -111,7 +112,7 @@ describe('revoked and never-issued keys: same work until the status is known', (
     // Only the short fields (v, id, account, status) remain: tens of bytes, not ~42 KB.
     expect(revoked).toBeLessThan(unknown + 100);
     expect((await db.hmget(s.keyRecord(k.digest), ...SIDECAR_KEY_FIELDS))[MODELS]).toBeNull();
-    expect(await store.key(k.digest)).toEqual({ kind: 'absent' });
+    expect(await store.lookup(KEY_RECORD, k.digest)).toEqual({ kind: 'absent' });
     expect(await mc.getKey(k.id)).toMatchObject({ status: 'revoked', models });
     expect((await mc.getKeyView(k.id)).models).toEqual(models);
 

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createKeyStore } from '../src/store/index.ts';
-import { StoreUnavailable } from '../src/store/key-store.ts';
+import { KEY_RECORD } from '../src/schema/records.ts';
+import { StoreUnavailable } from '../src/store/record-source.ts';
 import { startRedis, type RedisServer } from './helpers/redis-server.ts';
 
 const SLEEP_S = 1.5;
@@ -33,7 +34,7 @@ async function lookupWhileAsleep(redisTimeoutMs: number, cacheMaxEntries: number
     const t0 = performance.now();
     let err: unknown;
     try {
-      await store.key('0'.repeat(64));
+      await store.lookup(KEY_RECORD, '0'.repeat(64));
     } catch (e) {
       err = e;
     }

@@ -9,10 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis, type Redis } from 'ioredis';
 import { KeyConsole } from '../src/console/key-console.ts';
-import { periodBounds } from '../src/schema/money.ts';
+import { KeyUseField, periodBounds } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { UsageCounter } from '../src/telemetry/usage-counter.ts';
+import { redisUsageWrite, UsageCounter } from '../src/store/usage-counter.ts';
 import { changeSeenAtOnce } from './helpers/propagation.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, outcomeOf, startSharedPair, startTestSidecar, waitFor, waitTracking, type SharedPair, type TestSidecar } from './helpers/sidecars.ts';
@@ -125,7 +125,8 @@ describe('a cold key', () => {
       const before = await calls();
       expect(outcomeOf(await c.client.check(chatRequest(k.key)))).toBe('allow');
       const after = await calls();
-      expect([after.hmget - before.hmget, after.hget - before.hget, after.hgetall - before.hgetall]).toEqual([1, 1, 1]);
+      // The key record and the account's state with its rates are HMGETs; the gate an HGETALL.
+      expect([after.hmget - before.hmget, after.hget - before.hget, after.hgetall - before.hgetall]).toEqual([2, 0, 1]);
       for (let i = 0; i < 5; i++) expect(outcomeOf(await c.client.check(chatRequest(k.key)))).toBe('allow');
       expect(await calls()).toEqual(after);
     } finally {
@@ -238,7 +239,7 @@ describe('usage counting', () => {
 
   it('holds at most maxKeys keys between flushes and writes them in one pipeline', async () => {
     const log = createLogger('silent');
-    const counter = new UsageCounter(db, s, log, { intervalMs: 60_000, maxKeys: 10 });
+    const counter = new UsageCounter(redisUsageWrite(db, s), log, { intervalMs: 60_000, maxKeys: 10 });
     try {
       const account = acct();
       const ids = Array.from({ length: 40 }, (_, i) => `key_flood${String(i).padStart(12, '0')}`);
@@ -258,8 +259,24 @@ describe('usage counting', () => {
     }
   });
 
+  it('an older flush never overwrites a newer last_used (two sidecars, the later one flushing first)', async () => {
+    const account = acct();
+    const id = 'key_lastusedlastused';
+    const T = 1_800_000_000_000;
+    const flushAt = async (t: number) => {
+      const counter = new UsageCounter(redisUsageWrite(db, s), createLogger('silent'), { intervalMs: 60_000, clock: { now: () => t, every: () => () => {}, after: () => () => {} } });
+      counter.count(id, account);
+      await counter.close();
+    };
+    await flushAt(T + 5000); // the newer use, written first
+    await flushAt(T); // an older use, written later
+    expect(await db.hget(s.keyUse(account, id), KeyUseField.lastUsed)).toBe(String(T + 5000));
+    await flushAt(T + 5001); // the control: a newer one does move it
+    expect(await db.hget(s.keyUse(account, id), KeyUseField.lastUsed)).toBe(String(T + 5001));
+  });
+
   it('a flush asked for while another is writing also writes what was counted since', async () => {
-    const counter = new UsageCounter(db, s, createLogger('silent'), { intervalMs: 60_000 });
+    const counter = new UsageCounter(redisUsageWrite(db, s), createLogger('silent'), { intervalMs: 60_000 });
     try {
       const account = acct();
       counter.count('key_racedracedraced', account);
@@ -279,7 +296,7 @@ describe('usage counting', () => {
     const own = await startRedis();
     const client = new IORedis({ port: own.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     client.on('error', () => {});
-    const counter = new UsageCounter(client, s, createLogger('silent'), { intervalMs: 60_000 });
+    const counter = new UsageCounter(redisUsageWrite(client, s), createLogger('silent'), { intervalMs: 60_000 });
     try {
       await waitFor(() => client.status === 'ready', 'client ready');
       for (let i = 0; i < 5; i++) counter.count('key_downdowndowndown', 'acct-down');

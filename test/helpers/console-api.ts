@@ -7,6 +7,9 @@ import { CLI_ACTOR } from '../../src/console/management.ts';
 import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../../src/console-api/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
+import { destroyRedis, startRedis, type RedisServer } from './redis-server.ts';
 
 export interface TestConsole {
   readonly srv: ConsoleServer;
@@ -65,4 +68,26 @@ export async function callApi(base: string, method: string, path: string, opts: 
     /* metrics, etc. */
   }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** A test console on its own redis-server for the file's tests (started before them, stopped after). */
+export interface ConsoleFixture extends TestConsole {
+  readonly redis: RedisServer;
+  /** A client for seeding and inspecting. */
+  readonly db: Redis;
+}
+
+/** Registers beforeAll/afterAll that start and stop a test console; read the fixture inside tests. */
+export function useTestConsole(ownerAccount: string): ConsoleFixture {
+  const f = {} as { -readonly [K in keyof ConsoleFixture]: ConsoleFixture[K] };
+  beforeAll(async () => {
+    f.redis = await startRedis();
+    f.db = f.redis.client();
+    Object.assign(f, await startTestConsole(f.redis.url, ownerAccount));
+  }, 60_000);
+  afterAll(async () => {
+    await f.srv?.close();
+    if (f.redis) await destroyRedis(f.redis);
+  });
+  return f;
 }

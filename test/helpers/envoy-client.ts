@@ -4,7 +4,7 @@
  * `context_extensions`.
  */
 import * as grpc from '@grpc/grpc-js';
-import { authorizationService } from '../../src/transport/grpc-js/protos.ts';
+import { authorizationService } from '../../proto/envoy-protos.ts';
 
 export interface EnvoyRequest {
   method?: string;
@@ -22,13 +22,14 @@ export interface CheckResponseMsg {
   ok_response?: {
     headers?: Array<{ header: { key: string; value: string }; append?: { value: boolean } }>;
     headers_to_remove?: string[];
+    response_headers_to_add?: Array<{ header: { key: string; value: string }; append?: { value: boolean } }>;
   };
   denied_response?: {
     status?: { code?: number };
     headers?: Array<{ header: { key: string; value: string }; append?: { value: boolean } }>;
     body?: string;
   };
-  dynamic_metadata?: { fields?: Record<string, { stringValue?: string }> };
+  dynamic_metadata?: { fields?: Record<string, { stringValue?: string; numberValue?: number; structValue?: { fields?: Record<string, { stringValue?: string; numberValue?: number }> } }> };
 }
 
 export function checkRequest(r: EnvoyRequest): object {
@@ -104,4 +105,9 @@ export function deniedHeaders(res: CheckResponseMsg): Record<string, string> {
 
 export function okHeaders(res: CheckResponseMsg): Record<string, string> {
   return Object.fromEntries((res.ok_response?.headers ?? []).map((h) => [h.header.key, h.header.value]));
+}
+
+/** The headers an allow asks Envoy to add to the client's response (`response_headers_to_add`). */
+export function responseHeadersToAdd(res: CheckResponseMsg): Record<string, string> {
+  return Object.fromEntries((res.ok_response?.response_headers_to_add ?? []).map((h) => [h.header.key, h.header.value]));
 }

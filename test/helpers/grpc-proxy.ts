@@ -5,7 +5,7 @@
  * `maxRequestBytes` with `x-envoy-auth-partial-body: true` when `allowPartialMessage`), and the
  * route's `context_extensions` — then applies the answer: a deny goes to the client as its status,
  * headers and body; an allow adds/overwrites the returned headers, removes `headers_to_remove`,
- * and forwards the request to the upstream.
+ * forwards the request to the upstream, and sets `response_headers_to_add` on the upstream's answer.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, request, type IncomingMessage, type OutgoingHttpHeaders, type Server } from 'node:http';
@@ -106,7 +106,10 @@ export async function startGrpcProxy(o: GrpcProxyOptions): Promise<GrpcProxy> {
       for (const k of answer.ok_response?.headers_to_remove ?? []) delete up[k.toLowerCase()];
       up['content-length'] = String(body.length);
       const upstream = request({ host: '127.0.0.1', port: o.upstreamPort, method: req.method, path, headers: up }, (ures) => {
-        res.writeHead(ures.statusCode ?? 502, ures.headers);
+        // `response_headers_to_add` (the x-ratelimit-* headers) go on the response to the client.
+        const down: OutgoingHttpHeaders = { ...ures.headers };
+        for (const h of answer.ok_response?.response_headers_to_add ?? []) down[h.header.key.toLowerCase()] = h.header.value;
+        res.writeHead(ures.statusCode ?? 502, down);
         ures.pipe(res);
       });
       upstream.on('error', () => {

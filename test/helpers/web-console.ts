@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { CLI_ACTOR } from '../../src/console/management.ts';
+import type { RatesPatch } from '../../src/console/rates.ts';
 import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../../src/console-api/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
@@ -20,7 +21,9 @@ export interface WebConsole {
   keyCount(account: string): Promise<number>;
   /** Operator operations the page does not offer: a wallet credit, a usage record from the router. */
   credit(account: string, micros: number): Promise<void>;
-  recordUsage(keyId: string, micros: number): Promise<void>;
+  recordUsage(keyId: string, micros: number, tokens?: { input: number; output: number }): Promise<void>;
+  /** Sets or removes (null) the account's rates, as an operator does. */
+  setAccountRates(account: string, patch: RatesPatch): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -51,9 +54,15 @@ export async function startWebConsole(redisUrl: string, env: Record<string, stri
     async credit(account, micros) {
       await server.console.creditAccount(CLI_ACTOR, account, micros, `test-${randomBytes(6).toString('hex')}`);
     },
-    async recordUsage(keyId, micros) {
-      await server.console.keys.recordUsage({ keyId, amountMicros: micros, requestId: `req-${randomBytes(6).toString('hex')}` });
+    async recordUsage(keyId, micros, tokens) {
+      await server.console.keys.recordUsage({
+        keyId,
+        amountMicros: micros,
+        requestId: `req-${randomBytes(6).toString('hex')}`,
+        ...(tokens && { inputTokens: tokens.input, outputTokens: tokens.output }),
+      });
     },
+    setAccountRates: (account, patch) => server.console.setAccountRates(CLI_ACTOR, account, patch),
     close: () => server.close(),
   };
 }

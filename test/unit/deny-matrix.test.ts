@@ -24,7 +24,7 @@ function expectedHeaders(family: string, status: number): Record<string, string>
   return h;
 }
 
-const RPC = { 400: GrpcStatus.PERMISSION_DENIED, 401: GrpcStatus.UNAUTHENTICATED, 402: GrpcStatus.PERMISSION_DENIED, 403: GrpcStatus.PERMISSION_DENIED, 503: GrpcStatus.UNAVAILABLE } as Record<number, number>;
+const RPC = { 400: GrpcStatus.PERMISSION_DENIED, 401: GrpcStatus.UNAUTHENTICATED, 402: GrpcStatus.PERMISSION_DENIED, 403: GrpcStatus.PERMISSION_DENIED, 429: GrpcStatus.RESOURCE_EXHAUSTED, 503: GrpcStatus.UNAVAILABLE } as Record<number, number>;
 
 describe('deny headers and status, every family × every code', () => {
   for (const family of FAMILIES) {

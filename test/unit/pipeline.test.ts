@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { DENY_CODES, DENY_STATUS, type DenyCode } from '../../src/core/codes.ts';
 import { modelAllowed } from '../../src/core/model/index.ts';
 import { generateKey } from '../../src/keys/format.ts';
+import { decisionPhases } from '../../src/pipeline/index.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
 
 const KEY = generateKey('kg_');
@@ -163,18 +164,56 @@ describe('the pipeline over random requests, records and store states', () => {
         const headers: Record<string, string> =
           c === 'missing' ? {} : c === 'ambiguous' ? { 'x-api-key': KEY, 'x-goog-api-key': KEY } : c === 'bad-scheme' ? { authorization: `Token ${KEY}` } : c === 'malformed' ? { 'x-api-key': badChecksum(KEY) } : { authorization: `Bearer ${KEY}` };
         const body = m === undefined ? undefined : chat(m);
-        const out = await authorizer(store, { now: () => now, requireWallet: g.requireWallet }).check(input({ ...headers, 'content-type': 'application/json' }, { body }));
+        const a = authorizer(store, { now: () => now, requireWallet: g.requireWallet });
         const want = oracle(c, r, acct, down, m, now, g);
-        if (want === 'allow') expect(out.decision.allow).toBe(true);
-        else {
-          expect(out.decision).toMatchObject({ allow: false, code: want, status: DENY_STATUS[want] });
-          expect(DENY_CODES).toContain(want);
+        // Cold (every record read from the store), then warm (what the first check read is in the cache).
+        for (const temperature of ['cold', 'warm']) {
+          const reads = store.lookups.key + store.lookups.account + store.gateLookups;
+          const out = await a.check(input({ ...headers, 'content-type': 'application/json' }, { body }));
+          if (want === 'allow') expect(out.decision.allow, temperature).toBe(true);
+          else {
+            expect(out.decision, temperature).toMatchObject({ allow: false, code: want, status: DENY_STATUS[want] });
+            expect(DENY_CODES).toContain(want);
+          }
+          if (c !== 'key') expect(store.lookups.key).toBe(0);
+          if (temperature === 'warm' && !down) expect(store.lookups.key + store.lookups.account + store.gateLookups, 'a warm check reads nothing from the store').toBe(reads);
+          expect(out.family).toBe('openai');
+          expect(out.requestId).toBe('req-1');
         }
-        if (c !== 'key') expect(store.lookups.key).toBe(0);
-        expect(out.family).toBe('openai');
-        expect(out.requestId).toBe('req-1');
       }),
-      { numRuns: 3000 },
+      { numRuns: 2000 },
     );
+  });
+});
+
+describe('the phases and the cache', () => {
+  it('run in the decision order, one named phase per rule', () => {
+    expect(decisionPhases().map((p) => p.name)).toEqual(['credential', 'format', 'key', 'expiry', 'account', 'wallet', 'spend-limit', 'model']);
+  });
+
+  it('a warm key is answered from the cache, and a write to its record is seen at the next check', async () => {
+    const store = storeWith();
+    const a = authorizer(store);
+    const check = () => a.check(input({ 'x-api-key': KEY }));
+    expect((await check()).decision.allow).toBe(true);
+    const cold = { ...store.lookups, gate: store.gateLookups };
+    expect(cold).toEqual({ key: 1, account: 1, gate: 1 });
+    expect((await check()).decision.allow).toBe(true);
+    expect({ ...store.lookups, gate: store.gateLookups }).toEqual(cold);
+    store.accounts.set(ACCOUNT, 'disabled'); // invalidates the account record only
+    expect((await check()).decision).toMatchObject({ code: 'USER_BLOCKED' });
+    expect({ ...store.lookups, gate: store.gateLookups }).toEqual({ key: 1, account: 2, gate: 1 });
+    store.putKey(KEY, { id: ID, account: ACCOUNT, name: 'k', status: 'revoked', models: null, expiresAt: null });
+    expect((await check()).decision).toMatchObject({ code: 'INVALID_API_KEY' });
+    expect(store.lookups.key).toBe(2);
+  });
+
+  it('the uncached source decides the same (the control: the cache adds no rule)', async () => {
+    const store = new MemoryKeyStore({ cached: false });
+    store.putKey(KEY, { id: ID, account: ACCOUNT, name: 'k', status: 'active', models: null, expiresAt: null });
+    const a = authorizer(store);
+    expect((await a.check(input({ 'x-api-key': KEY }))).decision.allow).toBe(true);
+    expect((await a.check(input({ 'x-api-key': KEY }))).decision.allow).toBe(true);
+    expect(store.lookups).toEqual({ key: 2, account: 2 });
   });
 });

@@ -42,6 +42,8 @@ describe('code shape', () => {
     expect(importsOf('src/transport/http').filter((l) => /\/(grpc-js|h2|envoy)\//.test(l))).toEqual([]);
     expect(importsOf('src/transport/envoy').filter((l) => /\/(grpc-js|h2|http)\//.test(l))).toEqual([]);
     expect(importsOf('src/transport/grpc-js').filter((l) => /\/(h2|http)\//.test(l))).toEqual([]);
+    // the plumbing both gRPC servers share (wire codec, deadlines, timers, the early reset)
+    expect(importsOf('src/transport/grpc').filter((l) => /\/(grpc-js|h2|http)\//.test(l))).toEqual([]);
   });
 
   it('the pure core loads no I/O module and the benchmark does not import the tests', () => {

@@ -7,8 +7,8 @@ import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import OpenAI, { toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
-import { familyFromPath, type Family } from '../src/core/family.ts';
-import { readModel, type ModelRead, type ModelRequest } from '../src/core/model/index.ts';
+import { familyFromPath, type Family } from '../../src/core/family.ts';
+import { readModel, type ModelRead, type ModelRequest } from '../../src/core/model/index.ts';
 
 type Captured = Omit<ModelRequest, 'family' | 'bodyTruncated'>;
 

@@ -1,7 +1,7 @@
 /** REDIS_URL forms: one setting for standalone, Sentinel and Cluster; bad URLs refused at start. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.ts';
-import { parseRedisUrl } from '../src/redis-url.ts';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+import { parseRedisUrl } from '../../src/redis-url.ts';
 
 describe('parseRedisUrl', () => {
   it('standalone, with credentials, TLS and db', () => {

@@ -1,8 +1,8 @@
 /** Allowed-model patterns (docs/models.md): validation for the console, qualification and matching. */
 import { describe, expect, it } from 'vitest';
-import type { Family } from '../src/core/family.ts';
-import { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from '../src/core/model/patterns.ts';
-import { couldBeReadAsModel, isValidModelName } from '../src/core/model/names.ts';
+import type { Family } from '../../src/core/family.ts';
+import { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from '../../src/core/model/patterns.ts';
+import { couldBeReadAsModel, isValidModelName } from '../../src/core/model/names.ts';
 
 describe('pattern validation (console side)', () => {
   it.each(['*', 'gpt-4o', 'openai/*', 'openai/gpt-4o', 'anthropic/claude-3-5-haiku-latest', 'google/gemini-2.0-flash', 'OpenAI/GPT-4o', 'together/meta-llama/Llama-3.3-70B-Instruct-Turbo', 'openai/ft:gpt-4o-mini:acme::abc', 'anthropic/claude-3-5-sonnet-v2@20241022'])(

@@ -3,8 +3,8 @@
  * clients serialise them (the platform's FormData), and hand-written adversarial ones.
  */
 import { describe, expect, it } from 'vitest';
-import { parseContentType } from '../src/core/model/header-params.ts';
-import { isValidBoundary, scanMultipartModel } from '../src/core/model/multipart.ts';
+import { parseContentType } from '../../src/core/model/header-params.ts';
+import { isValidBoundary, scanMultipartModel } from '../../src/core/model/multipart.ts';
 
 /** Serialises a FormData exactly as fetch would send it. */
 async function encode(fd: FormData): Promise<{ body: Buffer; boundary: string }> {

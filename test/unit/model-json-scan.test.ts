@@ -5,8 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_SCAN_BYTES, scanJsonModel, type JsonModelScan } from '../src/core/model/json-scan.ts';
-import { cleanDocArb, jsonArb, serialize, styleArb, type Json } from './helpers/json-gen.ts';
+import { MAX_SCAN_BYTES, scanJsonModel, type JsonModelScan } from '../../src/core/model/json-scan.ts';
+import { cleanDocArb, jsonArb, serialize, styleArb, type Json } from '../helpers/json-gen.ts';
 
 /** What JSON.parse makes of the bytes, decoded the standard way (TextDecoder drops one leading BOM). */
 function reference(bytes: Uint8Array): { ok: true; doc: unknown } | { ok: false } {

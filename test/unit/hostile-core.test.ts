@@ -5,12 +5,12 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DENY_CODES, DENY_STATUS, type DenyCode } from '../src/core/codes.ts';
-import { findCredential, KEY_HEADERS, trimOws, type HeaderValue } from '../src/core/credentials.ts';
-import { deny } from '../src/core/decision.ts';
-import { denyResponse } from '../src/core/deny-response.ts';
-import { FAMILIES, resolveFamily, type Family } from '../src/core/family.ts';
-import { generateKey, isWellFormedKey, maskKey } from '../src/keys/format.ts';
+import { DENY_CODES, DENY_STATUS, type DenyCode } from '../../src/core/codes.ts';
+import { findCredential, KEY_HEADERS, trimOws, type HeaderValue } from '../../src/core/credentials.ts';
+import { deny } from '../../src/core/decision.ts';
+import { denyResponse } from '../../src/core/deny-response.ts';
+import { FAMILIES, resolveFamily, type Family } from '../../src/core/family.ts';
+import { generateKey, isWellFormedKey, maskKey } from '../../src/keys/format.ts';
 
 const KEY = generateKey();
 

@@ -1,0 +1,311 @@
+/**
+ * The management API's races and limits, each attacked over real HTTP against a real redis-server
+ * (no sidecar: the store's command counts are the console's alone): parallel rolls, a roll's spend
+ * and its slot in the active set, the exact-integer bounds of amounts and totals, a repeated usage
+ * request id with another body, a replayed create's audit, the round trips of another account's key
+ * id against an unknown one, the usage export's scope and paging, and the per-token rate limit.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_ACTOR } from '../src/console/management.ts';
+import { loadConsoleApiConfig } from '../src/console-api/config.ts';
+import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
+import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS } from '../src/schema/money.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { deniedBody } from './helpers/envoy-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { chatRequest, startStack } from './helpers/sidecars.ts';
+
+let redis: RedisServer;
+let db: Redis;
+let srv: ConsoleServer;
+let base: string;
+let admin: string;
+let owner: string;
+const OWNED = `owned-${randomBytes(4).toString('hex')}`;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  db = redis.client();
+  ({ srv, base, admin, owner } = await startTestConsole(redis.url, OWNED));
+}, 60_000);
+
+afterAll(async () => {
+  await srv?.close();
+  if (redis) await destroyRedis(redis);
+});
+
+const call = (method: string, path: string, opts: ApiCallOptions = {}): Promise<ApiResponse> =>
+  callApi(base, method, path, { ...opts, token: opts.token === undefined ? admin : opts.token });
+const acct = () => `acct-${randomBytes(5).toString('hex')}`;
+const errOf = (r: ApiResponse) => [r.status, r.body?.error?.code];
+
+async function activeIds(account: string): Promise<string[]> {
+  const keys = (await call('GET', `/v1/accounts/${account}/keys`)).body.keys as { id: string; status: string }[];
+  return keys.filter((k) => k.status === 'active').map((k) => k.id).sort();
+}
+
+describe('rolling a key', () => {
+  for (const n of [10, 20]) {
+    it(`${n} parallel rolls of one key make exactly one new key; the others answer 409`, async () => {
+      const a = acct();
+      const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'racy' } });
+      const rolls = await Promise.all(Array.from({ length: n }, () => call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 60 } })));
+      const won = rolls.filter((r) => r.status === 201);
+      expect(won).toHaveLength(1);
+      expect(rolls.filter((r) => r.status === 409)).toHaveLength(n - 1);
+      for (const r of rolls.filter((x) => x.status === 409)) expect(r.body.error.code).toBe('REVOKED');
+      // One old key (in its grace) and its one successor: nothing else.
+      expect(await activeIds(a)).toEqual([c.body.id, won[0]!.body.id].sort());
+      const all = (await call('GET', `/v1/accounts/${a}/keys`)).body.keys as unknown[];
+      expect(all).toHaveLength(2);
+      expect((await call('GET', `/v1/keys/${c.body.id}`)).body.rolled_to).toBe(won[0]!.body.id);
+    });
+  }
+
+  it('parallel rolls with one Idempotency-Key all answer the same new key', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'retried' } });
+    const headers = { 'idempotency-key': `roll-${randomBytes(4).toString('hex')}` };
+    const first = await call('POST', `/v1/keys/${c.body.id}/roll`, { body: {}, headers });
+    expect(first.status).toBe(201);
+    const again = await Promise.all(Array.from({ length: 5 }, () => call('POST', `/v1/keys/${c.body.id}/roll`, { body: {}, headers })));
+    for (const r of again) {
+      expect(r.status).toBe(201);
+      expect(r.body.id).toBe(first.body.id);
+      expect(r.body.key).toBe(first.body.key);
+    }
+    expect(await activeIds(a)).toEqual([first.body.id]);
+    // Another body with the same Idempotency-Key is a conflict.
+    expect(errOf(await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 5 }, headers }))).toEqual([409, 'CONFLICT']);
+  });
+
+  it('a grace-0 roll takes the old key out of the active set; a roll at the cap of 100 active keys works', async () => {
+    const a = acct();
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) ids.push((await call('POST', `/v1/accounts/${a}/keys`, { body: { name: `k${i}` } })).body.id);
+    expect(errOf(await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'one too many' } }))).toEqual([422, 'LIMIT_REACHED']);
+    const rolled = await call('POST', `/v1/keys/${ids[0]}/roll`);
+    expect(rolled.status).toBe(201);
+    const set = (await db.smembers(srv.console.keys.schema.accountActiveKeys(a))).sort();
+    expect(set).toHaveLength(100);
+    expect(set).not.toContain(ids[0]);
+    expect(set).toContain(rolled.body.id);
+    // With a grace both stay active: at the cap that is refused, and nothing is left behind.
+    expect(errOf(await call('POST', `/v1/keys/${ids[1]}/roll`, { body: { grace_seconds: 60 } }))).toEqual([422, 'LIMIT_REACHED']);
+    expect(await db.scard(srv.console.keys.schema.accountActiveKeys(a))).toBe(100);
+    expect((await call('GET', `/v1/keys/${ids[1]}`)).body.rolled_to).toBeNull();
+    expect((await call('GET', `/v1/accounts/${a}/keys?limit=200`)).body.keys).toHaveLength(101);
+  });
+
+  it("a rolled key carries its predecessor's spend: a key at its total limit stays at it", async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'capped', limit: { amount_micros: 1_000, period: 'total' } } });
+    expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1_000, request_id: 'spent' } })).status).toBe(200);
+    const rolled = await call('POST', `/v1/keys/${c.body.id}/roll`);
+    expect(rolled.status).toBe(201);
+    expect(rolled.body.spend).toEqual({ period: 'total', period_micros: 1_000, total_micros: 1_000 });
+    // The sidecars' gate holds the new key's block at once.
+    expect(await db.hget(srv.console.keys.schema.gate(a), `limit:${rolled.body.id}`)).toBe('never');
+  });
+});
+
+describe('exact integers', () => {
+  it('a key total that would pass the bound is refused (422 OUT_OF_RANGE); the key stays readable', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'big spender' } });
+    const s = srv.console.keys.schema;
+    // Nine records of the maximum amount leave room for less than one more.
+    await db.hset(s.keySpend(a, c.body.id), 'total', String(MAX_BALANCE_MICROS - 5));
+    expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 5, request_id: 'edge' } })).status).toBe(200);
+    const over = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'over' } });
+    expect(errOf(over)).toEqual([422, 'OUT_OF_RANGE']);
+    const k = await call('GET', `/v1/keys/${c.body.id}`);
+    expect(k.status).toBe(200);
+    expect(k.body.spend.total_micros).toBe(MAX_BALANCE_MICROS);
+    expect((await call('GET', `/v1/accounts/${a}/keys`)).status).toBe(200);
+  });
+
+  it('ten records of 10^15 micro-units: never a 500, every total exact', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'ten' } });
+    const answers: number[] = [];
+    for (let i = 0; i < 10; i++) answers.push((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: MAX_AMOUNT_MICROS, request_id: `r${i}` } })).status);
+    expect(answers.filter((s) => s === 200).length).toBe(8);
+    expect(answers.slice(8)).toEqual([422, 422]);
+    const k = await call('GET', `/v1/keys/${c.body.id}`);
+    expect(k.status).toBe(200);
+    expect(k.body.spend.total_micros).toBe(8 * MAX_AMOUNT_MICROS);
+  });
+
+  it('the wallet ceiling on credits and floor on usage: max is accepted, max+1 refused', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'w' } });
+    const s = srv.console.keys.schema;
+    expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 1, reference: 'open' } })).status).toBe(200);
+    await db.hset(s.wallet(a), 'balance', String(MAX_BALANCE_MICROS - 3));
+    expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 3, reference: 'to-max' } })).body.balance_micros).toBe(MAX_BALANCE_MICROS);
+    const over = await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 1, reference: 'over' } });
+    expect(errOf(over)).toEqual([422, 'OUT_OF_RANGE']);
+    expect(await db.hget(s.wallet(a), 'balance')).toBe(String(MAX_BALANCE_MICROS));
+    await db.hset(s.wallet(a), 'balance', String(-MAX_BALANCE_MICROS + 3));
+    expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 3, request_id: 'to-floor' } })).body.balance_micros).toBe(-MAX_BALANCE_MICROS);
+    const under = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'under' } });
+    expect(errOf(under)).toEqual([422, 'OUT_OF_RANGE']);
+    expect(await db.hget(s.wallet(a), 'balance')).toBe(String(-MAX_BALANCE_MICROS));
+  });
+});
+
+describe('usage records and the export', () => {
+  it('a repeated request id with another amount → 409 with the booked record; the same body → 200 booked: false', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'u' } });
+    const first = { key_id: c.body.id, amount_micros: 700, request_id: 'same-id' };
+    expect((await call('POST', '/v1/usage', { body: first })).body.booked).toBe(true);
+    const same = await call('POST', '/v1/usage', { body: first });
+    expect(same.status).toBe(200);
+    expect(same.body).toMatchObject({ booked: false, amount_micros: 700 });
+    const other = await call('POST', '/v1/usage', { body: { ...first, amount_micros: 9 } });
+    expect(errOf(other)).toEqual([409, 'CONFLICT']);
+    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'same-id', amount_micros: 700 });
+  });
+
+  it('an account-scoped token without ?account= gets its own account’s entries only', async () => {
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const mine = await call('POST', `/v1/accounts/${OWNED}/keys`, { body: { name: 'mine' } });
+    const theirs = await call('POST', `/v1/accounts/${acct()}/keys`, { body: { name: 'theirs' } });
+    await call('POST', '/v1/usage', { body: { key_id: mine.body.id, amount_micros: 1, request_id: 'mine-1' } });
+    await call('POST', '/v1/usage', { body: { key_id: theirs.body.id, amount_micros: 1, request_id: 'theirs-1' } });
+    const r = await call('GET', `/v1/usage?since=${since}`, { token: owner });
+    expect(r.status).toBe(200);
+    expect(r.body.entries.map((e: any) => [e.account, e.request_id])).toEqual([[OWNED, 'mine-1']]);
+    // The all-accounts token sees both.
+    const all = await call('GET', `/v1/usage?since=${since}`);
+    expect(all.body.entries.map((e: any) => e.request_id).filter((id: string) => /^(mine|theirs)-1$/.test(id)).sort()).toEqual(['mine-1', 'theirs-1']);
+  });
+
+  it('the export goes past its first page of 500 entries', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'many' } });
+    const since = new Date(Date.now() - 60_000).toISOString();
+    for (let i = 0; i < 1_203; i += 100) {
+      await Promise.all(
+        Array.from({ length: Math.min(100, 1_203 - i) }, (_, j) => call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: `p-${i + j}` } })),
+      );
+    }
+    const r = await call('GET', `/v1/usage?account=${a}&since=${since}&limit=10000`);
+    expect(r.body.more).toBe(false);
+    expect(r.body.entries).toHaveLength(1_203);
+    expect(new Set(r.body.entries.map((e: any) => e.request_id)).size).toBe(1_203);
+    const lib: string[] = [];
+    for await (const e of srv.console.exportUsage({ since: Date.parse(since), account: a })) lib.push(e.requestId);
+    expect(lib).toHaveLength(1_203);
+  }, 60_000);
+});
+
+describe('audit and disclosure', () => {
+  it('a replayed create (same Idempotency-Key) is audited as a reveal', async () => {
+    const a = acct();
+    const headers = { 'idempotency-key': `create-${randomBytes(4).toString('hex')}` };
+    const c1 = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'once' }, headers });
+    const c2 = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'once' }, headers });
+    expect(c2.body.key).toBe(c1.body.key);
+    const events = (await call('GET', `/v1/audit?account=${a}`)).body.events as { action: string; key_id: string; changes: Record<string, unknown> }[];
+    expect(events.map((e) => [e.action, e.key_id])).toEqual([
+      ['reveal', c1.body.id],
+      ['create', c1.body.id],
+    ]);
+    expect(events[0]!.changes).toEqual({ via: 'idempotent replay' });
+  });
+
+  it("another account's key id costs the same Redis commands as an unknown id", async () => {
+    const other = await call('POST', `/v1/accounts/${acct()}/keys`, { body: { name: 'not yours' } });
+    const unknown = `key_${'Z'.repeat(24)}`;
+    const total = async () => {
+      const info = await db.info('commandstats');
+      let n = 0;
+      for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) if (m[1] !== 'info') n += Number(m[2]);
+      return n;
+    };
+    // The console's webhook worker polls the same Redis about once a second, adding commands now and
+    // then: it can only add, so the fewest commands over three calls is the call's own cost.
+    const cost = async (path: string, method = 'GET') => {
+      await call(method, path, { token: owner }); // warm (script cache, connections)
+      let fewest = Infinity;
+      for (let i = 0; i < 3; i++) {
+        const before = await total();
+        const r = await call(method, path, { token: owner });
+        expect(errOf(r)).toEqual([404, 'NOT_FOUND']);
+        fewest = Math.min(fewest, (await total()) - before);
+      }
+      return fewest;
+    };
+    for (const [method, suffix] of [['GET', ''], ['POST', '/reveal'], ['POST', '/revoke']] as const) {
+      const a = await cost(`/v1/keys/${other.body.id}${suffix}`, method);
+      const b = await cost(`/v1/keys/${unknown}${suffix}`, method);
+      expect([method, suffix, a]).toEqual([method, suffix, b]);
+    }
+  });
+});
+
+describe('rate limits', () => {
+  let small: ConsoleServer;
+  let smallBase: string;
+  let op: string;
+  let own: string;
+  beforeAll(async () => {
+    const config = loadConsoleApiConfig({ port: 0, redisUrl: redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '30' });
+    small = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    smallBase = `http://127.0.0.1:${small.port}`;
+    op = (await small.console.createToken(CLI_ACTOR, { name: 'router', account: null })).token;
+    own = (await small.console.createToken(CLI_ACTOR, { name: 'reader', account: OWNED })).token;
+  });
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  it("one token's reads do not starve another's, and usage records are not in the readers' bucket", async () => {
+    const k = await callApi(smallBase, 'POST', `/v1/accounts/${OWNED}/keys`, { token: op, body: { name: 'billed' } });
+    for (let i = 0; i < 30; i++) await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: own });
+    expect((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: own })).status).toBe(429);
+    // The operator's own bucket is untouched by the owner's reads.
+    expect((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: op })).status).toBe(200);
+    // Book-keeping writes have their own, larger bucket: 100 records after the reads all pass.
+    const booked = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => callApi(smallBase, 'POST', '/v1/usage', { token: op, body: { key_id: k.body.id, amount_micros: 1, request_id: `rl-${i}` } })),
+    );
+    expect(booked.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+    // Before authentication: per address.
+    const anon: number[] = [];
+    for (let i = 0; i < 31; i++) anon.push((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: 'kgmt_bogus' })).status);
+    expect(anon.slice(0, 30).every((s) => s === 401)).toBe(true);
+    expect(anon[30]).toBe(429);
+  });
+});
+
+describe('wallet.enforced', () => {
+  it('reports the rule the sidecars apply: with KEYGATE_REQUIRE_WALLET a never-credited account is enforced, and refused with 402', async () => {
+    const stack = await startStack({ requireWallet: true });
+    const config = loadConsoleApiConfig({ port: 0, redisUrl: stack.redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: 'true' });
+    const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    try {
+      const a = acct();
+      const k = await c.console.createKey(CLI_ACTOR, { account: a, name: 'strict' });
+      // A loaded machine can miss the sidecar's store deadline (503): that is not the answer under test.
+      let code = 'AUTH_UNAVAILABLE';
+      for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
+        const res = await stack.client.check(chatRequest(k.key, 'openai/gpt-4o'));
+        code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
+      }
+      expect(code).toBe('INSUFFICIENT_BALANCE');
+      const op = (await c.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+      const info = await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op });
+      expect(info.body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: false });
+    } finally {
+      await c.close();
+      await stack.close();
+    }
+  });
+});

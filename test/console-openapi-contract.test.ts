@@ -1,0 +1,310 @@
+/**
+ * The OpenAPI document against the server: for every operation the document lists, requests are
+ * generated from the document (its paths, parameters, bodies and `x-body-limit-bytes`) and sent to a
+ * real console on a real redis-server. Every answer must be one the document lists for that
+ * operation, in the error shape it documents; every status it lists must be produced by some probe
+ * (except 429 and 500, which need a rate-limited server or a corrupt record); the store stopped,
+ * every operation answers the API's own 503.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_ACTOR } from '../src/console/management.ts';
+import type { ConsoleServer } from '../src/console-api/main.ts';
+import { webhooksOf } from '../src/events/service.ts';
+import { eventsSchema } from '../src/schema/events.ts';
+import { MAX_PRICES, pricesKey } from '../src/schema/prices.ts';
+import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+
+let redis: RedisServer;
+let srv: ConsoleServer;
+let base: string;
+let admin: string;
+let owner: string;
+let doc: any;
+const MINE = `mine-${randomBytes(4).toString('hex')}`;
+const OTHER = `other-${randomBytes(4).toString('hex')}`;
+const UNKNOWN_KEY = `key_${'Q'.repeat(24)}`;
+const UNKNOWN_TOKEN = `tok_${'Q'.repeat(24)}`;
+const UNKNOWN_WEBHOOK = `wh_${'Q'.repeat(20)}`;
+const UNKNOWN_EVENT = 'evt_1_1_00000000';
+/** A model without a price (a new one each time: a PUT probe prices the one it names). */
+const unknownModel = () => `no-such-model-${randomBytes(4).toString('hex')}`;
+/** A webhook URL the server takes without resolving it (public host; delivery never runs here). */
+const HOOK_URL = 'https://hooks.example.com/keygate';
+
+interface Op {
+  readonly method: string;
+  readonly path: string;
+  readonly id: string;
+  readonly documented: Set<number>;
+  readonly bodyLimit: number | undefined;
+  readonly hasBody: boolean;
+  readonly hasQuery: boolean;
+  /** Authenticated by an API key (GET /v1/key), not a management token. */
+  readonly byKey: boolean;
+}
+let ops: Op[];
+/** Statuses each operation was seen to answer. */
+const seen = new Map<string, Set<number>>();
+
+beforeAll(async () => {
+  redis = await startRedis();
+  ({ srv, base, admin, owner } = await startTestConsole(redis.url, MINE));
+  doc = (await callApi(base, 'GET', '/openapi.json')).body;
+  ops = [];
+  for (const [path, methods] of Object.entries<any>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(methods)) {
+      if (op.tags?.includes('operations')) continue;
+      ops.push({
+        method: method.toUpperCase(),
+        path,
+        id: op.operationId ?? `${method} ${path}`,
+        documented: new Set(Object.keys(op.responses ?? {}).map(Number)),
+        bodyLimit: op['x-body-limit-bytes'],
+        hasBody: op.requestBody !== undefined,
+        hasQuery: (op.parameters ?? []).some((p: { in: string }) => p.in === 'query'),
+        byKey: (op.security ?? []).some((s: Record<string, unknown>) => 'apiKey' in s),
+      });
+    }
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await srv?.close();
+  if (redis) await destroyRedis(redis);
+});
+
+/** A valid body per operation with a request body (the test fails for an operation missing here). */
+const BODIES: Record<string, (k: Keys) => unknown> = {
+  createKey: () => ({ name: 'contract' }),
+  updateKey: () => ({ name: 'renamed' }),
+  updateAccount: () => ({ rate: { requests: 100, per: 'second' }, token_rate: null }),
+  rollKey: () => ({}),
+  creditAccount: () => ({ amount_micros: 5, reference: `ref-${randomBytes(4).toString('hex')}` }),
+  recordUsage: (k) => ({ key_id: k.key, amount_micros: 1, request_id: `req-${randomBytes(4).toString('hex')}` }),
+  createToken: () => ({ name: 'contract', account: MINE }),
+  createWebhook: (k) => ({ url: HOOK_URL, account: k.account }),
+  setAccountAlerts: () => ({ wallet_low_micros: 1_000 }),
+  setPrice: () => ({ input_micros: 150_000, output_micros: 600_000 }),
+  'post /session': () => ({ token: owner }),
+};
+
+interface Keys {
+  readonly key: string;
+  /** The key's plaintext (GET /v1/key authenticates with it). */
+  readonly plaintext?: string;
+  readonly token: string;
+  readonly account: string;
+  readonly webhook?: string;
+  /** A dead letter of the webhook. */
+  readonly event?: string;
+  /** A model with a price. */
+  readonly model?: string;
+}
+
+/** A key and a token on the account; for a webhook route also a webhook with one dead letter (at most 20 webhooks an account). */
+async function fresh(account = MINE, op?: Op): Promise<Keys> {
+  const created = await srv.console.createKey(CLI_ACTOR, { account, name: 'probe' });
+  const token = (await srv.console.createToken(CLI_ACTOR, { name: 'probe', account })).record.id;
+  if (op?.path.startsWith('/v1/prices/')) {
+    const model = `probe-${randomBytes(4).toString('hex')}`;
+    await srv.console.setPrice(CLI_ACTOR, model, { input: 1, output: 1 });
+    return { key: created.id, plaintext: created.key, token, account, model };
+  }
+  if (!op?.path.startsWith('/v1/webhooks/')) return { key: created.id, plaintext: created.key, token, account };
+  const webhook = (await webhooksOf(srv.console).create({ url: HOOK_URL, account }, false)).endpoint.id;
+  const event = `evt_${Date.now()}_1_${randomBytes(4).toString('hex')}`;
+  const dead = { event: { id: event, type: 'key.created', created_at: new Date().toISOString(), account, data: {} }, attempts: 8, last_error: 'HTTP 500', dead_at: Date.now() };
+  await redis.client().lpush(eventsSchema(srv.console.keys.schema.ns).dead(webhook), JSON.stringify(dead));
+  return { key: created.id, plaintext: created.key, token, account, webhook, event };
+}
+
+function fill(path: string, k: Keys): string {
+  return path
+    .replace('{account}', k.account)
+    .replace('{event_id}', k.event ?? UNKNOWN_EVENT)
+    .replace('{model}', k.model ?? unknownModel())
+    .replace('{id}', path.startsWith('/v1/tokens') ? k.token : path.startsWith('/v1/webhooks') ? (k.webhook ?? UNKNOWN_WEBHOOK) : k.key);
+}
+
+/** The credential of a valid request: the key itself for GET /v1/key, else the management token given. */
+const credential = (op: Op, k: Keys, token: string) => (op.byKey ? k.plaintext! : token);
+
+function query(op: Op, account: string): string {
+  if (op.id === 'exportUsage') return `?since=${new Date(Date.now() - 3600_000).toISOString()}&account=${account}`;
+  if (op.id === 'listAudit') return `?account=${account}`;
+  if (op.id === 'summarizeUsage') return `?since=${new Date(Date.now() - 3600_000).toISOString()}`;
+  return '';
+}
+
+async function probe(op: Op, path: string, opts: ApiCallOptions, what: string): Promise<ApiResponse> {
+  const r = await callApi(base, op.method, path, opts);
+  if (!seen.has(op.id)) seen.set(op.id, new Set());
+  seen.get(op.id)!.add(r.status);
+  expect(op.documented.has(r.status), `${op.id} (${what}) answered ${r.status}, not in its document: ${JSON.stringify(r.body).slice(0, 200)}`).toBe(true);
+  if (r.status >= 400) {
+    expect(r.body, `${op.id} (${what})`).toMatchObject({ error: { code: expect.any(String), message: expect.any(String) } });
+    // Nothing beyond what the document shows for that answer.
+    const props = Object.keys(doc.paths[op.path][op.method.toLowerCase()].responses[r.status].content?.['application/json']?.schema?.properties ?? { error: 1 });
+    expect(Object.keys(r.body).filter((p) => !props.includes(p)), `${op.id} (${what})`).toEqual([]);
+  }
+  return r;
+}
+
+const valid = (op: Op, k: Keys) => (op.hasBody ? BODIES[op.id] ?? BODIES[`${op.method.toLowerCase()} ${op.path}`] : undefined)?.(k);
+const isV1 = (op: Op) => op.path.startsWith('/v1/');
+
+describe('the OpenAPI document predicts every answer', () => {
+  it('lists every operation with a body in the table of valid bodies, and a body limit for each', () => {
+    for (const op of ops.filter((o) => o.hasBody)) {
+      expect(BODIES[op.id] ?? BODIES[`${op.method.toLowerCase()} ${op.path}`], op.id).toBeDefined();
+    }
+    for (const op of ops.filter((o) => o.method !== 'GET')) expect(op.bodyLimit, op.id).toBeGreaterThan(0);
+    expect(ops.length).toBeGreaterThan(15);
+  });
+
+  it('valid requests, no token, bad parameters, bad bodies, oversize and non-JSON bodies', async () => {
+    for (const op of ops) {
+      const k = await fresh(MINE, op);
+      const path = fill(op.path, k) + query(op, k.account);
+      const body = valid(op, k);
+      const headers = op.path === '/session' ? { origin: base } : undefined;
+      // Valid, as the all-accounts token (or the key, for the key's own route).
+      await probe(op, path, { token: credential(op, k, admin), body, headers }, 'valid');
+      if (!isV1(op)) continue;
+      await probe(op, path, { token: null, body }, 'no token');
+      await probe(op, path, { token: 'kgmt_notatoken', body }, 'bad token');
+      if (op.path.includes('{')) await probe(op, op.path.replace(/\{\w+\}/g, 'bad%20id!') + query(op, k.account), { token: admin, body }, 'bad parameter');
+      if (op.hasBody) await probe(op, path, { token: admin, body: { unknown_field: 1 } }, 'unknown field');
+      if (op.hasQuery) await probe(op, `${path}${path.includes('?') ? '&' : '?'}unknown_param=1`, { token: admin, body }, 'unknown query parameter');
+      if (op.method !== 'GET') {
+        await probe(op, path, { token: admin, raw: 'x'.repeat(op.bodyLimit! + 1), headers: { 'content-type': 'application/json' } }, 'one byte over the limit');
+        await probe(op, path, { token: admin, raw: 'hello', headers: { 'content-type': 'text/plain' } }, 'text/plain');
+      }
+    }
+  }, 120_000);
+
+  it('scope: an account-scoped token on another account, unknown ids, operator routes', async () => {
+    for (const op of ops.filter(isV1)) {
+      const theirs = await fresh(OTHER, op);
+      const path = fill(op.path, theirs) + query(op, OTHER);
+      await probe(op, path, { token: owner, body: valid(op, theirs) }, "another account's");
+      const unknown = { key: UNKNOWN_KEY, token: UNKNOWN_TOKEN, account: OTHER, webhook: UNKNOWN_WEBHOOK, event: UNKNOWN_EVENT };
+      await probe(op, fill(op.path, unknown) + query(op, OTHER), { token: admin, body: valid(op, unknown) }, 'unknown ids');
+    }
+  }, 120_000);
+
+  it('a web session without its CSRF token: 403 on every change', async () => {
+    const signIn = await callApi(base, 'POST', '/session', { body: { token: owner }, headers: { origin: base } });
+    const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
+    for (const op of ops.filter((o) => isV1(o) && o.method !== 'GET')) {
+      const k = await fresh(MINE, op);
+      await probe(op, fill(op.path, k), { token: null, body: valid(op, k), headers: { cookie, origin: base } }, 'no CSRF token');
+    }
+    const sessionOp = ops.find((o) => o.path === '/session' && o.method === 'POST')!;
+    await probe(sessionOp, '/session', { token: null, body: { token: owner } }, 'no Origin');
+    await probe(sessionOp, '/session', { token: null, body: { token: 'kgmt_nope' }, headers: { origin: base } }, 'bad token');
+    await probe(sessionOp, '/session', { token: null, body: { nope: 1 }, headers: { origin: base } }, 'bad body');
+    await probe(sessionOp, '/session', { token: null, raw: 'x'.repeat(sessionOp.bodyLimit! + 1), headers: { origin: base, 'content-type': 'application/json' } }, 'oversize');
+    await probe(sessionOp, '/session', { token: null, raw: 'x', headers: { origin: base, 'content-type': 'text/plain' } }, 'text/plain');
+    const del = ops.find((o) => o.path === '/session' && o.method === 'DELETE')!;
+    await probe(del, '/session', { token: null, headers: { cookie } }, 'no CSRF token');
+    await probe(del, '/session', { token: null, raw: 'x'.repeat(del.bodyLimit! + 1), headers: { 'content-type': 'application/json' } }, 'oversize');
+    await probe(del, '/session', { token: null, raw: 'x', headers: { 'content-type': 'text/plain' } }, 'text/plain');
+  }, 60_000);
+
+  it('conflicts and limits: 409 and 422 where documented', async () => {
+    const byId = (id: string) => ops.find((o) => o.id === id)!;
+    const a = `full-${randomBytes(4).toString('hex')}`;
+    for (let i = 0; i < 99; i++) await srv.console.createKey(CLI_ACTOR, { account: a, name: `k${i}` });
+    const k = await fresh(a); // the 100th
+    await probe(byId('createKey'), `/v1/accounts/${a}/keys`, { token: admin, body: { name: 'over' } }, 'at the cap');
+    const idem = { 'idempotency-key': 'contract-idem' };
+    await probe(byId('createKey'), `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'a' }, headers: idem }, 'first');
+    await probe(byId('createKey'), `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'b' }, headers: idem }, 'same key, other body');
+    await probe(byId('rollKey'), `/v1/keys/${k.key}/roll`, { token: admin, body: { grace_seconds: 60 } }, 'at the cap with a grace');
+    await srv.console.revokeKey(CLI_ACTOR, k.key);
+    for (const id of ['updateKey', 'revealKey', 'rollKey']) await probe(byId(id), fill(byId(id).path, k), { token: admin, body: valid(byId(id), k) }, 'revoked');
+    const u = await fresh();
+    const first = { key_id: u.key, amount_micros: 5, request_id: 'contract-req' };
+    await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: first }, 'first');
+    await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: { ...first, amount_micros: 6 } }, 'same id, other amount');
+    const db = redis.client();
+    const s = srv.console.keys.schema;
+    await db.hset(s.keySpend(MINE, u.key), 'total', String(Number.MAX_SAFE_INTEGER - 1));
+    await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: { ...first, request_id: 'contract-range' } }, 'total out of range');
+    await db.hset(s.wallet(MINE), 'balance', String(Number.MAX_SAFE_INTEGER - 1));
+    await probe(byId('creditAccount'), `/v1/accounts/${MINE}/credits`, { token: admin, body: { amount_micros: 5, reference: 'contract-range' } }, 'balance out of range');
+    await db.del(s.wallet(MINE));
+    // Webhooks: an all-accounts webhook needs an all-accounts token; at most 20 an account.
+    await probe(byId('createWebhook'), '/v1/webhooks', { token: owner, body: { url: HOOK_URL, account: null } }, 'all accounts, scoped token');
+    const w = `hooks-${randomBytes(4).toString('hex')}`;
+    for (let i = 0; i < 20; i++) await webhooksOf(srv.console).create({ url: HOOK_URL, account: w }, false);
+    await probe(byId('createWebhook'), '/v1/webhooks', { token: admin, body: { url: HOOK_URL, account: w } }, 'at the cap');
+    // The price table at its size bound: a new model is refused, a priced one still changes.
+    const prices = pricesKey(s.ns);
+    const filler = db.pipeline();
+    for (let i = (await db.hlen(prices)); i < MAX_PRICES; i++) filler.hset(prices, `filler-${i}`, '{"input":1,"output":1}');
+    await filler.exec();
+    await probe(byId('setPrice'), '/v1/prices/one-too-many', { token: admin, body: valid(byId('setPrice'), u) }, 'table full');
+    await db.del(prices);
+  }, 60_000);
+
+  it('every documented status was answered by some probe (but 429, 500, 503: next test)', () => {
+    for (const op of ops) {
+      const missing = [...op.documented].filter((c) => ![429, 500, 503].includes(c) && !seen.get(op.id)?.has(c));
+      expect([op.id, missing]).toEqual([op.id, []]);
+    }
+  });
+
+  it('the store stopped: every operation answers 503 in the API error shape', async () => {
+    const k = await fresh();
+    await redis.stop();
+    try {
+      const answers = await Promise.all(
+        // Without a session cookie the session routes read nothing from the store.
+        ops.filter((op) => !(op.path === '/session' && op.method !== 'POST')).map(async (op) => {
+          const headers = op.path === '/session' ? { origin: base } : undefined;
+          const r = await callApi(base, op.method, fill(op.path, k) + query(op, k.account), { token: admin, body: valid(op, k), headers });
+          return { op, r };
+        }),
+      );
+      for (const { op, r } of answers) {
+        expect([op.id, r.status], JSON.stringify(r.body)).toEqual([op.id, 503]);
+        expect(op.documented.has(503), op.id).toBe(true);
+        expect(r.body).toEqual({ error: { code: 'STORE_UNAVAILABLE', message: expect.any(String) } });
+      }
+    } finally {
+      await redis.start();
+      // The restarted store is empty (no persistence): the fixture's tokens are made again.
+      admin = (await srv.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+      owner = (await srv.console.createToken(CLI_ACTOR, { name: 'owner page', account: MINE })).token;
+    }
+  }, 60_000);
+});
+
+describe('the document and the server agree on limits', () => {
+  it("a key name: the document's maxLength is accepted (in characters), one more is refused naming body.name", async () => {
+    const schema = doc.paths['/v1/accounts/{account}/keys'].post.requestBody.content['application/json'].schema;
+    const max = schema.properties.name.maxLength as number;
+    expect(max).toBe(128);
+    const ok = await callApi(base, 'POST', `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: '😀'.repeat(max) } });
+    expect(ok.status).toBe(201);
+    const over = await callApi(base, 'POST', `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'n'.repeat(max + 1) } });
+    expect([over.status, over.body.error.code]).toEqual([400, 'INVALID_INPUT']);
+    expect(over.body.error.message).toMatch(/^body\.name: /);
+    const patched = await callApi(base, 'PATCH', `/v1/keys/${ok.body.id}`, { token: admin, body: { name: 'x'.repeat(max + 1) } });
+    expect(patched.body.error.message).toMatch(/^body\.name: /);
+  });
+
+  it('an impossible date names expires_at, on create and on PATCH', async () => {
+    const k = await fresh();
+    for (const date of ['2031-02-30', '2031-13-01', '2031-01-01T25:00:00Z']) {
+      const p = await callApi(base, 'PATCH', `/v1/keys/${k.key}`, { token: admin, body: { expires_at: date } });
+      expect([p.status, p.body.error.code, p.body.error.message]).toEqual([400, 'INVALID_INPUT', 'body.expires_at: is not a real calendar date and time']);
+      const c = await callApi(base, 'POST', `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'n', expires_at: date } });
+      expect(c.body.error.message).toBe('body.expires_at: is not a real calendar date and time');
+    }
+  });
+});

@@ -1,0 +1,162 @@
+/**
+ * The delivery worker's guarantees on a real Redis with a real receiver: at least once across a
+ * console stopped in the middle of a delivery, no two consoles delivering the same event at the same
+ * time, an endpoint that keeps failing disabled with a webhook.disabled event, and the CLI commands.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyConsole } from '../src/console/key-console.ts';
+import { CLI_ACTOR, ManagementConsole } from '../src/console/management.ts';
+import type { WebhookConfig } from '../src/events/config.ts';
+import { WebhookStore } from '../src/events/webhooks.ts';
+import { DeliveryWorker } from '../src/events/worker.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
+
+const run = promisify(execFile);
+const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
+let redis: RedisServer;
+let mc: ManagementConsole;
+let store: WebhookStore;
+const receivers: Receiver[] = [];
+const workers: DeliveryWorker[] = [];
+const log = createLogger('silent');
+const config = (o: Partial<WebhookConfig> = {}): WebhookConfig => ({ retryScheduleSeconds: [0.2, 0.2], allowPrivate: true, disableAfterMs: 86_400_000, timeoutMs: 5000, concurrency: 4, ...o });
+
+beforeAll(async () => {
+  redis = await startRedis();
+  mc = new ManagementConsole(new KeyConsole({ redis: redis.url, revealKey: REVEAL }));
+  store = new WebhookStore(mc.keys.redis, 'kg', REVEAL);
+}, 30_000);
+
+afterAll(async () => {
+  for (const w of workers) await w.stop(1000);
+  for (const r of receivers) await r.close();
+  await mc?.close();
+  await redis?.stop();
+});
+
+function worker(c: WebhookConfig, leaseMs = 600): DeliveryWorker {
+  const w = new DeliveryWorker({ redis: mc.keys.redis, namespace: 'kg', webhooks: store, config: c, log, pollMs: 100, leaseMs });
+  workers.push(w);
+  w.start();
+  return w;
+}
+
+async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const acct = () => `d-${randomBytes(4).toString('hex')}`;
+
+describe('delivery worker', () => {
+  it('at least once across a console stopped mid-delivery: the next console delivers the same event, and the order holds', async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const a = acct();
+    await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    r.respond = (_x, n) => (n === 1 ? 'hang' : 200);
+    await mc.creditAccount(CLI_ACTOR, a, 1, 'one');
+    await mc.creditAccount(CLI_ACTOR, a, 2, 'two');
+    const first = worker(config());
+    await until('the first attempt', () => r.received.length === 1);
+    await first.stop(50); // the console goes away while the receiver has not answered
+    const second = worker(config());
+    await until('both delivered', () => r.received.some((x) => x.event.data.reference === 'two'));
+    const refs = r.received.map((x) => x.event.data.reference);
+    expect(refs).toEqual(['one', 'one', 'two']);
+    expect(r.received[0]!.event.id).toBe(r.received[1]!.event.id);
+    await second.stop(1000);
+  }, 30_000);
+
+  it('two consoles never deliver the same event at the same time, and every event arrives once when all answer', async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const a = acct();
+    await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    for (let i = 1; i <= 8; i++) await mc.creditAccount(CLI_ACTOR, a, i, `c${i}`);
+    const w1 = worker(config(), 5000);
+    const w2 = worker(config(), 5000);
+    await until('eight events', () => r.received.length >= 8);
+    await new Promise((x) => setTimeout(x, 400));
+    expect(r.received.map((x) => x.event.data.reference)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8']);
+    expect(r.maxSameIdInFlight).toBe(1);
+    await w1.stop(1000);
+    await w2.stop(1000);
+  }, 30_000);
+
+  it('an endpoint failing without a success for the stated time is disabled, with a webhook.disabled event to the others', async () => {
+    const bad = await startReceiver();
+    const watch = await startReceiver();
+    receivers.push(bad, watch);
+    bad.respond = () => 500;
+    const a = acct();
+    const { endpoint } = await store.create({ url: bad.url, account: a, events: ['wallet.credited'] }, true);
+    await store.create({ url: watch.url, account: a, events: ['webhook.disabled'] }, true);
+    await mc.creditAccount(CLI_ACTOR, a, 1, 'x');
+    const w = worker(config({ retryScheduleSeconds: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3], disableAfterMs: 700 }));
+    const ev = await until('webhook.disabled', () => watch.received.find((x) => x.event.type === 'webhook.disabled'));
+    expect(ev.event.data).toMatchObject({ webhook_id: endpoint.id, url: bad.url });
+    expect(ev.event.account).toBe(a);
+    expect((await store.get(endpoint.id)).status).toBe('disabled');
+    const n = bad.received.length;
+    await new Promise((x) => setTimeout(x, 800));
+    expect(bad.received.length).toBe(n); // no attempts once disabled
+    await w.stop(1000);
+  }, 30_000);
+
+  it('a receiver that answers 3xx is a failure (no redirect followed); the body is not read beyond the bound', async () => {
+    const r = await startReceiver();
+    const target = await startReceiver();
+    receivers.push(r, target);
+    r.respond = () => 302;
+    const a = acct();
+    const { endpoint } = await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    await mc.creditAccount(CLI_ACTOR, a, 1, 'r');
+    const w = worker(config({ retryScheduleSeconds: [0.1] }));
+    await until('dead letter', async () => (await store.listDead(endpoint.id)).length === 1);
+    expect((await store.listDead(endpoint.id))[0]!.lastError).toBe('HTTP 302');
+    expect(target.received).toHaveLength(0);
+    await w.stop(1000);
+  }, 30_000);
+});
+
+describe('CLI', () => {
+  const cli = (args: string[], env: Record<string, string> = {}) =>
+    run('bin/keygate', args, { env: { ...process.env, REDIS_URL: redis.url, KEYGATE_REVEAL_KEY: REVEAL, ...env } }).then(
+      (r) => ({ code: 0, out: r.stdout, err: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, out: e.stdout, err: e.stderr }),
+    );
+
+  it('webhooks create/list/dead/remove, accounts alert, keys update --alert-at', async () => {
+    const a = acct();
+    const refused = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--account', a]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.err).toMatch(/loopback, private/);
+    const c = await cli(['webhooks', 'create', '--url', 'https://hooks.example.com/k', '--account', a, '--events', 'wallet.low,wallet.empty', '--json']);
+    expect(c.code).toBe(0);
+    const made = JSON.parse(c.out);
+    expect(made).toMatchObject({ url: 'https://hooks.example.com/k', account: a, events: ['wallet.low', 'wallet.empty'] });
+    expect(made.secret).toMatch(/^whsec_/);
+    const l = JSON.parse((await cli(['webhooks', 'list', '--json'])).out);
+    expect(l.webhooks.find((w: { id: string }) => w.id === made.id)).toBeTruthy();
+    expect(JSON.stringify(l)).not.toContain('whsec_');
+    expect((await cli(['accounts', 'alert', a, '--wallet-low', '10.00'])).out).toMatch(/below 10/);
+    expect(await mc.events.alerts(a)).toEqual({ walletLowMicros: 10_000_000 });
+    const k = await mc.createKey(CLI_ACTOR, { account: a, name: 'k', models: null, expiresAt: null, limit: null });
+    expect((await cli(['keys', 'update', k.id, '--alert-at', '90,50'])).code).toBe(0);
+    expect(await mc.events.keyThresholds(a, k.id)).toEqual([50, 90]);
+    expect((await cli(['webhooks', 'remove', made.id])).out).toMatch(/Removed/);
+    await expect(store.get(made.id)).rejects.toThrow(/no webhook/);
+    expect((await mc.listAudit({ account: a })).map((e) => e.action)).toEqual(expect.arrayContaining(['webhook_create', 'webhook_remove', 'alert']));
+  }, 150_000);
+});

@@ -1,0 +1,248 @@
+/**
+ * Metering end to end over real sockets and a real Redis: Envoy-faithful ext_proc streams (the
+ * recorded fixtures, in chunks) into two sidecars (h2 and grpc-js transports), priced from the
+ * price table in Redis, booked by the usage-record script: the wallet debited by exactly the
+ * priced amount, idempotent across sidecars, 200 concurrent streams exact, a wallet driven to zero
+ * refused at the other sidecar, shutdown draining pending bookings, hostile streams harmless.
+ */
+import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyConsole } from '../src/console/key-console.ts';
+import { encodePrice } from '../src/schema/prices.ts';
+import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { SET_TOKEN_RATE } from '../src/schema/rate-scripts.ts';
+import { rateKeys } from '../src/schema/rates.ts';
+import { ExtProcClient, type MeteredExchange } from './helpers/ext-proc-client.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { fixture } from './unit/metering-helpers.ts';
+
+const s = schema();
+let redis: RedisServer | undefined;
+let db: Redis;
+let kc: KeyConsole | undefined;
+let h2: TestSidecar | undefined;
+let gjs: TestSidecar | undefined;
+const clients: ExtProcClient[] = [];
+
+/** openai-chat.json at `openai/*`: (93 × 2.5 + 1024 × 1.25 + 46 × 10) = 1972.5 → 1973 micro-units. */
+const OPENAI_CHAT_COST = 1973;
+/** anthropic-messages-stream.sse at `anthropic/*`: 472 × 3 + 2048 × 0.3 + 15 × 15 = 2255.4 → 2256. */
+const ANTHROPIC_STREAM_COST = 2256;
+
+beforeAll(async () => {
+  const r = (redis = await startRedis());
+  db = r.client();
+  kc = new KeyConsole({ redis: r.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
+  await db.hset(
+    s.prices(),
+    'openai/*',
+    encodePrice({ input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000 }),
+    'anthropic/*',
+    encodePrice({ input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheWrite: 3_750_000 }),
+  );
+  const base = { meterFlushMs: 50, stalenessBoundMs: 2000 };
+  h2 = await startTestSidecar(r.url, { ...base, grpcTransport: 'h2' });
+  gjs = await startTestSidecar(r.url, { ...base, grpcTransport: 'grpc-js' });
+  await waitTracking(h2, gjs);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await h2?.close();
+  await gjs?.close();
+  await kc?.close();
+  if (redis) await destroyRedis(redis);
+});
+
+function client(sc: TestSidecar): ExtProcClient {
+  const c = new ExtProcClient(`127.0.0.1:${sc.sidecar.grpcPort}`);
+  clients.push(c);
+  return c;
+}
+
+async function newAccount(creditMicros: number): Promise<{ account: string; keyId: string; key: string }> {
+  const account = `acct-${randomBytes(5).toString('hex')}`;
+  const k = await kc!.createKey({ account, name: 'metered' });
+  await kc!.creditAccount(account, creditMicros, `c-${randomBytes(4).toString('hex')}`);
+  return { account, keyId: k.id, key: k.key };
+}
+
+const balance = async (account: string) => Number(await db.hget(s.wallet(account), 'balance'));
+
+/** Waits until the balance is `want`, then a little more to see that nothing else is booked. */
+async function expectBalance(account: string, want: number): Promise<void> {
+  await waitFor(async () => (await balance(account)) <= want, `balance ${want}`, 10_000);
+  await new Promise((r) => setTimeout(r, 300));
+  expect(await balance(account)).toBe(want);
+}
+
+const split = (b: Buffer, size: number) => {
+  const out: Buffer[] = [];
+  for (let i = 0; i < b.length; i += size) out.push(b.subarray(i, i + size));
+  return out;
+};
+
+const openaiChat = (id: { keyId: string; accountId: string }, requestId: string, over: Partial<MeteredExchange> = {}): MeteredExchange => ({
+  path: '/v1/chat/completions',
+  requestId,
+  identity: id,
+  requestBody: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+  responseHeaders: { 'content-type': 'application/json' },
+  chunks: split(fixture('openai-chat.json'), 97),
+  ...over,
+});
+
+describe.each([
+  ['h2', () => h2!],
+  ['grpc-js', () => gjs!],
+])('ext_proc Process on the %s transport', (_name, sc) => {
+  it('answers every message, ends OK, and books exactly the priced amount with tokens', async () => {
+    const a = await newAccount(1_000_000);
+    const r = await client(sc()).exchange(openaiChat({ keyId: a.keyId, accountId: a.account }, `r-${randomBytes(4).toString('hex')}`));
+    expect(r.code).toBe(0);
+    expect(r.answers.length).toBe(r.sent);
+    // nothing in any answer changes the response
+    for (const m of r.answers) expect(JSON.stringify(m)).not.toMatch(/mutation|immediate_response/);
+    await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+    const [id, flat] = ((await db.xrange(s.usageLog(a.account), "-", "+")) as [string, string[]][])[0]!;
+    const e = parseUsageEntry(a.account, id!, flat!);
+    expect(e).toMatchObject({ keyId: a.keyId, amountMicros: OPENAI_CHAT_COST, model: 'gpt-4o-2024-08-06', inputTokens: 1117, outputTokens: 46, cachedInputTokens: 1024, reasoningTokens: 12, source: 'meter', estimated: false, unpriced: false });
+    const t = parseTokenCounters(await db.hgetall(s.tokens(a.account, a.keyId)), Date.now());
+    expect(t).toEqual({ today: { input: 1117, output: 46 }, month: { input: 1117, output: 46 } });
+    expect(parseTokenCounters(await db.hgetall(s.tokens(a.account)), Date.now())).toEqual(t);
+    // the first booking of a sidecar is written by its first flush (the lazily opened connection queues it)
+    // (every failure kind is exported from the start at 0, for the alerts: a flush failure is a non-zero count)
+    expect(await sc().sidecar.metrics.registry.getSingleMetricAsString('keygate_metering_failures_total')).toMatch(/kind="flush"\} 0$/m);
+  });
+
+  it('in observability_mode answers nothing and still books (Anthropic stream, split every 7 bytes)', async () => {
+    const a = await newAccount(1_000_000);
+    const r = await client(sc()).exchange({
+      path: '/v1/messages',
+      identity: { keyId: a.keyId, accountId: a.account },
+      responseHeaders: { 'content-type': 'text/event-stream' },
+      chunks: split(fixture('anthropic-messages-stream.sse'), 7),
+      observability: true,
+    });
+    expect(r.code).toBe(0);
+    expect(r.answers).toEqual([]);
+    await expectBalance(a.account, 1_000_000 - ANTHROPIC_STREAM_COST);
+  });
+
+  it('a gzip response is read; an error status books nothing and ends the stream at once', async () => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const gz = gzipSync(fixture('openai-chat.json'));
+    await client(sc()).exchange(openaiChat(id, `g-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, chunks: split(gz, 50) }));
+    await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+    const err = await client(sc()).exchange(openaiChat(id, `e-${randomBytes(4).toString('hex')}`, { status: 500 }));
+    expect(err.code).toBe(0);
+    // request headers, body, response headers answered, then the server ended it (one more may cross the end)
+    expect(err.sent).toBeLessThanOrEqual(4);
+    expect(err.answers.length).toBe(3);
+    await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+  });
+});
+
+describe('booking across sidecars', () => {
+  it('the same request id metered at both sidecars is booked once', async () => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const rid = `dup-${randomBytes(4).toString('hex')}`;
+    await Promise.all([client(h2!).exchange(openaiChat(id, rid)), client(gjs!).exchange(openaiChat(id, rid))]);
+    await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+    expect(await db.xlen(s.usageLog(a.account))).toBe(1);
+  });
+
+  it('200 concurrent streams: the wallet debited by exactly 200 × the price', async () => {
+    const a = await newAccount(10_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const c = client(h2!);
+    const rs = await Promise.all(Array.from({ length: 200 }, (_, i) => c.exchange(openaiChat(id, `c200-${i}-${randomBytes(3).toString('hex')}`))));
+    expect(rs.every((r) => r.code === 0)).toBe(true);
+    await expectBalance(a.account, 10_000_000 - 200 * OPENAI_CHAT_COST);
+    expect(await db.xlen(s.usageLog(a.account))).toBe(200);
+  }, 60_000);
+
+  it('a wallet driven to zero by metered answers is refused (402) on the next request at the other sidecar', async () => {
+    const a = await newAccount(3000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    expect(outcomeOf(await gjs!.client.check(chatRequest(a.key)))).toBe('allow');
+    await client(h2!).exchange(openaiChat(id, `z1-${randomBytes(4).toString('hex')}`));
+    await client(h2!).exchange(openaiChat(id, `z2-${randomBytes(4).toString('hex')}`));
+    await expectBalance(a.account, 3000 - 2 * OPENAI_CHAT_COST);
+    await waitFor(async () => outcomeOf(await gjs!.client.check(chatRequest(a.key))) === 'INSUFFICIENT_BALANCE', '402 at the other sidecar', 5000);
+  });
+
+  it("a metered booking counts against the key's token rate: used up, the gate blocks the key until the window ends", async () => {
+    const a = await newAccount(1_000_000);
+    const rk = rateKeys(s);
+    // a token rate of 1000 per hour on the key (mirrored as the console does)
+    await db.eval(SET_TOKEN_RATE, 2, rk.tokens(a.account, a.keyId), s.gate(a.account), `tokrate:${a.keyId}`, '1000', 'hour');
+    await client(h2!).exchange(openaiChat({ keyId: a.keyId, accountId: a.account }, `t-${randomBytes(4).toString('hex')}`));
+    await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+    expect(await db.hget(rk.tokens(a.account, a.keyId), 'used')).toBe(String(1117 + 46));
+    const until = Number(await db.hget(s.gate(a.account), `tokrate:${a.keyId}`));
+    expect(until).toBeGreaterThan(Date.now());
+  });
+
+  it('an unpriced model is booked at 0 with its tokens, marked unpriced', async () => {
+    const a = await newAccount(1_000_000);
+    const body = Buffer.from(JSON.stringify({ model: 'mystery-1', candidates: [{ content: { parts: [{ text: 'x' }] } }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5 }, modelVersion: 'mystery-1' }));
+    await client(h2!).exchange({ path: '/v1beta/models/mystery-1:generateContent', identity: { keyId: a.keyId, accountId: a.account }, responseHeaders: { 'content-type': 'application/json' }, chunks: [body] });
+    await waitFor(async () => (await db.xlen(s.usageLog(a.account))) === 1, 'usage entry');
+    const [eid, flat] = ((await db.xrange(s.usageLog(a.account), "-", "+")) as [string, string[]][])[0]!;
+    expect(parseUsageEntry(a.account, eid!, flat!)).toMatchObject({ amountMicros: 0, unpriced: true, inputTokens: 10, outputTokens: 5, source: 'meter' });
+    expect(await balance(a.account)).toBe(1_000_000);
+    const m = await h2!.sidecar.metrics.registry.getSingleMetricAsString('keygate_metering_unpriced_total');
+    expect(m).toMatch(/keygate_metering_unpriced_total [1-9]/);
+  });
+
+  it('a price change is applied to responses ending after it (within the staleness bound)', async () => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    await db.hset(s.prices(), 'gpt-4o-2024-08-06', encodePrice({ input: 0, output: 1_000_000 }));
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      await client(h2!).exchange(openaiChat(id, `p-${randomBytes(4).toString('hex')}`));
+      await expectBalance(a.account, 1_000_000 - 46);
+    } finally {
+      await db.hdel(s.prices(), 'gpt-4o-2024-08-06');
+    }
+  });
+});
+
+describe('hostile streams and shutdown', () => {
+  it('garbage, broken gzip and absurd counts never crash the sidecar; it meters the next stream', async () => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const c = client(gjs!);
+    await c.exchange(openaiChat(id, `h1-${randomBytes(4).toString('hex')}`, { chunks: [randomBytes(5000), Buffer.from('{"usage":{"prompt_tokens":-5,"completion_tokens":1e308}}')] }));
+    await c.exchange(openaiChat(id, `h2-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, chunks: [randomBytes(300)] }));
+    await c.exchange(openaiChat(id, `h3-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'text/event-stream' }, chunks: ['data: {"choices":[{"delta":{"content":"', 'x'.repeat(100_000)], complete: false }));
+    // the balance never grows (no negative charge)
+    expect(await balance(a.account)).toBeLessThanOrEqual(1_000_000);
+    const b = await newAccount(1_000_000);
+    await c.exchange(openaiChat({ keyId: b.keyId, accountId: b.account }, `h4-${randomBytes(4).toString('hex')}`));
+    await expectBalance(b.account, 1_000_000 - OPENAI_CHAT_COST);
+  });
+
+  it('shutdown drains the bookings still waiting for their flush', async () => {
+    const sc = await startTestSidecar(redis!.url, { meterFlushMs: 1000 });
+    try {
+      const a = await newAccount(1_000_000);
+      const c = new ExtProcClient(`127.0.0.1:${sc.sidecar.grpcPort}`);
+      await c.exchange(openaiChat({ keyId: a.keyId, accountId: a.account }, `s-${randomBytes(4).toString('hex')}`));
+      c.close();
+      expect(await balance(a.account)).toBe(1_000_000); // not flushed yet
+      await sc.close();
+      expect(await balance(a.account)).toBe(1_000_000 - OPENAI_CHAT_COST);
+    } finally {
+      await sc.close();
+    }
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * The official SDKs against a rate-limited key, through the gRPC ext_authz harness in front of a
+ * real sidecar, Redis and a stub upstream: each gets one 429 RATE_LIMITED and succeeds after the
+ * window, attempts counted at keygate. openai and @anthropic-ai/sdk retry a 429 by default and wait
+ * `retry-after-ms`/`retry-after`; @google/genai retries only when `httpOptions.retryOptions` is set,
+ * and then waits its own backoff (`initialDelay`), not `retry-after`: the case sets it.
+ */
+import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
+import OpenAI from 'openai';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyConsole } from '../src/console/key-console.ts';
+import { startGrpcProxy, type GrpcProxy } from './helpers/grpc-proxy.ts';
+import { startStack, type Stack } from './helpers/sidecars.ts';
+import { startStubUpstream, type StubUpstream } from './helpers/stub-upstream.ts';
+
+let stack: Stack;
+let upstream: StubUpstream;
+let proxy: GrpcProxy;
+let kc: KeyConsole;
+/** Decisions per key id at keygate: the SDK's attempts. */
+const decisions = new Map<string, string[]>();
+
+beforeAll(async () => {
+  stack = await startStack({ countUsage: false });
+  upstream = await startStubUpstream();
+  proxy = await startGrpcProxy({
+    checkTarget: `127.0.0.1:${stack.sidecar.grpcPort}`,
+    upstreamPort: upstream.port,
+    withRequestBody: { maxRequestBytes: 1024 * 1024, allowPartialMessage: true },
+    routes: [
+      { prefix: '/v1/messages', contextExtensions: { protocol: 'anthropic' } },
+      { prefix: '/v1/chat/', contextExtensions: { protocol: 'openai' } },
+    ],
+  });
+  kc = new KeyConsole({ redis: stack.redis.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
+  stack.sidecar.authorizer.observe((o) => {
+    const d = o.decision;
+    const id = d.keyId;
+    if (id === undefined) return;
+    if (!decisions.has(id)) decisions.set(id, []);
+    decisions.get(id)!.push(d.allow ? 'allow' : d.code);
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await kc?.close();
+  await proxy?.close();
+  await upstream?.close();
+  await stack?.close();
+});
+
+async function nextSecond(offsetMs = 20): Promise<void> {
+  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + offsetMs));
+}
+
+const CALLS: Record<string, (base: string, key: string) => Promise<string>> = {
+  openai: async (base, key) => {
+    const c = new OpenAI({ apiKey: key, baseURL: `${base}/v1`, maxRetries: 2 });
+    const r = await c.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] });
+    return r.choices[0]?.message.content ?? '';
+  },
+  anthropic: async (base, key) => {
+    const c = new Anthropic({ apiKey: key, baseURL: base, maxRetries: 2 });
+    const r = await c.messages.create({ model: 'claude-sonnet-4-6', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
+    const b = r.content[0];
+    return b?.type === 'text' ? b.text : '';
+  },
+  google: async (base, key) => {
+    // Without retryOptions @google/genai does not retry at all; its delay does not read retry-after.
+    const ai = new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: base, retryOptions: { attempts: 3, initialDelay: 1.1, maxDelay: 2 } } });
+    const r = await ai.models.generateContent({ model: 'gemini-2.0-flash', contents: 'hi' });
+    return r.text ?? '';
+  },
+};
+
+describe('the SDKs retry a 429 RATE_LIMITED after the window', () => {
+  for (const [family, call] of Object.entries(CALLS)) {
+    it(`${family}: one 429, then success; attempts counted`, async () => {
+      const k = await kc.createKey({ account: `acct-${randomBytes(4).toString('hex')}`, name: family, rates: { requests: { count: 1, per: 'second' } } });
+      await nextSecond();
+      expect((await call(proxy.baseUrl, k.key)).length).toBeGreaterThan(0); // uses the window's one request
+      const started = Date.now();
+      expect((await call(proxy.baseUrl, k.key)).length).toBeGreaterThan(0); // refused once, then retried
+      const seen = decisions.get(k.id) ?? [];
+      expect(seen).toEqual(['allow', 'RATE_LIMITED', 'allow']);
+      expect(Date.now() - started).toBeLessThan(5000);
+    }, 20_000);
+  }
+});
