@@ -12,7 +12,8 @@ import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCom
 import type { Logger } from 'pino';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ConsoleError } from '../console/errors.ts';
-import type { ManagementConsole, TokenRecord } from '../console/management.ts';
+import type { TokenRecord } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { consoleWebPlugin, type TokenDirectory } from '../console-web/plugin.ts';
 import { authenticate } from './auth.ts';
 import type { ConsoleApiConfig } from './config.ts';
@@ -65,7 +66,7 @@ function trustHops(n: number): (addr: string, hop: number) => boolean {
 }
 
 /** The web page's view of management tokens: only active ones, by plaintext (sign-in) or id (every request). */
-function webTokens(mc: ManagementConsole): TokenDirectory {
+function webTokens(mc: ConsoleService): TokenDirectory {
   return {
     verify: (token) => mc.authenticate(token),
     byId: async (id) => {
@@ -78,7 +79,7 @@ function webTokens(mc: ManagementConsole): TokenDirectory {
   };
 }
 
-export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOptions, log: Logger): Promise<{ app: FastifyInstance; registry: Registry; routes: readonly ServedRoute[] }> {
+export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOptions, log: Logger): Promise<{ app: FastifyInstance; registry: Registry; routes: readonly ServedRoute[] }> {
   const app = Fastify({
     bodyLimit: opts.config.bodyLimitBytes,
     trustProxy: typeof opts.config.trustProxy === 'number' ? trustHops(opts.config.trustProxy) : opts.config.trustProxy,
@@ -191,7 +192,7 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
 
   // The web page (`/`, `/session`): its session cookie stands for the account-scoped token it signed in with.
   await app.register(consoleWebPlugin, {
-    redis: mc.keys.redis,
+    redis: mc.redis,
     namespace: opts.config.redisNamespace,
     sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
     publicOrigin: opts.config.publicOrigin,

@@ -11,7 +11,7 @@
  * Results are status words: OK, EXISTS, LIMIT, PAST, NOTFOUND, REVOKED, ALREADY, CORRUPT.
  */
 
-import { KEY_INFO_BUILT } from '../schema/redis-schema.ts';
+import { KEY_INFO_BUILT, KeyField } from '../schema/redis-schema.ts';
 
 export const NOW = `
 local t = redis.call('TIME')
@@ -272,7 +272,7 @@ redis.call('HINCRBY', KEYS[1], 'rev', 1)
  * expiry becomes now + grace (or stays, if sooner).
  */
 export const ROLL_ALL = `${NOW}${INDEX_FUNCTIONS}${AUDIT_ARGS(8)}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
@@ -287,7 +287,7 @@ redis.call('SADD', KEYS[4], ARGV[2])
 redis.call('SADD', KEYS[5], ARGV[2])
 redis.call('SET', KEYS[3], ARGV[5])
 ${WRITE_RECORD(2, 7, 'nargs')}
-redis.call('HSET', KEYS[1], 'rolled_to', ARGV[2])
+redis.call('HSET', KEYS[1], '${KeyField.rolledTo}', ARGV[2])
 ${RETIRE_OLD}
 if grace == 0 then redis.call('SREM', KEYS[5], ARGV[1]) end
 index_key(KEYS[2], KEYS[6], KEYS[7], KEYS[8])
@@ -297,22 +297,22 @@ return 'OK'`;
 
 /** Cluster roll, step 1: claims the old record for one new key. KEYS: old record. ARGV: old id, new id. */
 export const ROLL_CLAIM = `
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'status', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
 if cur[3] then return 'ROLLED' end
-redis.call('HSET', KEYS[1], 'rolled_to', ARGV[2])
+redis.call('HSET', KEYS[1], '${KeyField.rolledTo}', ARGV[2])
 return 'OK'`;
 
 /** Cluster roll, undo of a claim whose new key was not created. KEYS: old record. ARGV: new id. */
 export const ROLL_UNCLAIM = `
-if redis.call('HGET', KEYS[1], 'rolled_to') == ARGV[1] then redis.call('HDEL', KEYS[1], 'rolled_to') end
+if redis.call('HGET', KEYS[1], '${KeyField.rolledTo}') == ARGV[1] then redis.call('HDEL', KEYS[1], '${KeyField.rolledTo}') end
 return 'OK'`;
 
 /** Cluster roll, last step: the old key's retirement. KEYS: old record. ARGV: old id, new id, grace ms. */
 export const ROLL_FINISH = `${NOW}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] or cur[4] ~= ARGV[2] then return 'NOTFOUND' end
 if cur[2] ~= 'active' then return 'OK' end
 local grace = tonumber(ARGV[3])
