@@ -14,7 +14,7 @@
  */
 import { Option, type Command } from 'commander';
 import { loadConsoleConfig } from '../config.ts';
-import { ConsoleError } from '../console/errors.ts';
+import { ConsoleError, isStoreOutage } from '../console/errors.ts';
 import type { KeyUpdate, KeyView } from '../console/keys.ts';
 import { CLI_ACTOR } from '../console/management.ts';
 import { ConsoleService } from '../console/service.ts';
@@ -47,7 +47,8 @@ export async function withConsole<T>(o: Common, fn: (mc: ConsoleService) => Prom
   try {
     return await fn(kc);
   } catch (err) {
-    if (err instanceof ConsoleError) throw err;
+    // A store outage (by type, src/console/errors.ts) gets one line naming Redis; anything else is itself.
+    if (!isStoreOutage(err)) throw err;
     const cause = kc.lastRedisError ?? err;
     throw new Error(`Redis error: ${cause instanceof Error ? cause.message : String(cause)}`);
   } finally {

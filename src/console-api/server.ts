@@ -7,11 +7,10 @@
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { ReplyError } from 'ioredis';
 import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ConsoleError } from '../console/errors.ts';
+import { ConsoleError, isStoreOutage, STORE_OUTAGE } from '../console/errors.ts';
 import type { TokenRecord } from '../console/management.ts';
 import type { ConsoleService } from '../console/service.ts';
 import { consoleWebPlugin, type TokenDirectory } from '../console-web/plugin.ts';
@@ -45,19 +44,6 @@ function fieldName(where: string, path: readonly PropertyKey[]): string {
   let s = where;
   for (const p of path) s += typeof p === 'number' ? `[${p}]` : `.${String(p)}`;
   return s;
-}
-
-/**
- * Whether an error that is none of the API's own (coded, validation, Fastify) is the store's outage,
- * by its type: the only other I/O of a request is the store client, whose failures to reach Redis
- * (refused or closed connections, command timeouts, retries exhausted, a Cluster without a node) are
- * plain errors or ioredis' abort errors. A reply error (Redis answered: a script or a type fault) and
- * the language's own errors (a bug) are internal errors, 500.
- */
-export function isStoreOutage(err: Error): boolean {
-  if (err instanceof ReplyError) return false;
-  if (err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError) return false;
-  return true;
 }
 
 /** Trust the nearest `n` proxies (the hops closest to this server). */
@@ -180,7 +166,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
       else if (status >= 400 && status < 500) e = new ApiError('INVALID_INPUT', fe.message.slice(0, 200));
       else {
         log.error({ err: { name: err.name, message: err.message.slice(0, 300) }, route: req.routeOptions.url }, 'console request failed');
-        e = isStoreOutage(err) ? new ApiError('STORE_UNAVAILABLE', 'the store is unavailable; nothing was changed') : new ApiError('INTERNAL', 'internal error');
+        e = isStoreOutage(err) ? new ApiError(STORE_OUTAGE.api, STORE_OUTAGE.apiMessage) : new ApiError('INTERNAL', 'internal error');
       }
     }
     if (e.code === 'RATE_LIMITED') {
