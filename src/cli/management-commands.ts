@@ -1,5 +1,5 @@
 /**
- * CLI commands of the management layer, on the same library as the management API:
+ * CLI commands of management (roll, tokens, audit), on the same console service as the management API:
  *   console [--redis URL] [--port N]                   the management API server
  *   keys roll KEY_ID [--grace SECONDS] [--json]
  *   tokens create --name NAME (--all-accounts | --account ID) [--json]
