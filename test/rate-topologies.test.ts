@@ -172,7 +172,7 @@ describe('Sentinel: rate limits through a sidecar, and during a planned failover
     const switching = dep.switchover().finally(() => (switched = true));
     while (!switched) {
       await check();
-      await sleep(40);
+      await sleep(50);
     }
     await switching;
     await waitTracking(sc);
@@ -182,7 +182,7 @@ describe('Sentinel: rate limits through a sidecar, and during a planned failover
     const counted = Number(await dep.master.client().hget(rk.requests(account, k.id), 'c'));
     console.log(`planned failover: ${outcomes.length} checks, ${allowed} allowed, ${outcomes.filter((o) => o === 'AUTH_UNAVAILABLE').length} answered 503, ${counted} counted on the new master`);
     if (Math.floor((Date.now() - 60_000) / 3_600_000) !== hour) return; // an hour boundary fell in the test: not conclusive
-    expect(outcomes.filter((o) => o !== 'allow' && o !== 'AUTH_UNAVAILABLE')).toEqual([]);
+    expect(outcomes.filter((o) => o !== 'allow' && o !== 'AUTH_UNAVAILABLE' && o !== 'RATE_LIMITED')).toEqual([]);
     expect(outcomes).toContain('AUTH_UNAVAILABLE');
     expect(allowed).toBeLessThanOrEqual(counted);
   }, 60_000);
