@@ -3,12 +3,15 @@
  * accounts whose events are all handled, its passes read none of their streams or delivery states
  * (counted by the real server's INFO commandstats over ten passes); a new event still goes out at
  * the next pass, and an event whose wake-up was lost (a publisher that died between its write and
- * the wake-up) is found by the slow sweep.
+ * the wake-up) is found by the slow sweep. Events written inside money scripts (a credit, a usage
+ * record, a metered booking) wake their account; a record that writes no event wakes nothing.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import { KeyConsole } from '../src/console/key-console.ts';
 import { EventPublisher } from '../src/events/publish.ts';
+import { redisBookingWrite } from '../src/metering/booker.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
 import { eventsSchema } from '../src/schema/events.ts';
@@ -108,4 +111,36 @@ describe('the delivery worker and idle accounts', () => {
     expect(swept.event.type).toBe('account.enabled');
     expect(receiver!.received.filter((x) => x.event.type === 'account.enabled').map((x) => x.event.account)).toEqual([a, b]);
   }, 60_000);
+});
+
+describe('events written inside money scripts wake their account', () => {
+  it('a credit, a usage record and a metered booking that cross a threshold put the account in the due set; a record that crosses none does not', async () => {
+    for (const w of workers.splice(0)) await w.stop(1000);
+    const kc = new KeyConsole({ redis: redis!.url, revealKey: REVEAL });
+    try {
+      const a = `money-${randomBytes(4).toString('hex')}`;
+      const k = await kc.createKey({ account: a, name: 'm', limit: { amountMicros: 1000, period: 'day' } });
+      const woken = async () => (await db.zscore(es.due(), a)) === '0';
+      await db.zrem(es.due(), a);
+      await kc.creditAccount(a, 10_000, 'c1'); // wallet.credited
+      expect(await woken()).toBe(true);
+      await db.zrem(es.due(), a);
+      await kc.recordUsage({ keyId: k.id, amountMicros: 100, requestId: 'r-none' }); // 10 % of the limit: no event
+      expect(await db.zscore(es.due(), a)).toBeNull();
+      await kc.recordUsage({ keyId: k.id, amountMicros: 500, requestId: 'r-50' }); // key.limit.threshold 50
+      expect(await woken()).toBe(true);
+      await db.zrem(es.due(), a);
+      const write = redisBookingWrite(kc.redis, kc.schema);
+      const booking = {
+        request_id: 'm-80', key_id: k.id, account: a, model: 'gpt-4o', family: 'openai' as const,
+        input_tokens: 10, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 5, reasoning_tokens: 0, estimated: false,
+      };
+      expect(await write([{ booking, amountMicros: 250, unpriced: false, endedAt: Date.now() }])).toEqual(['booked']); // 850: threshold 80
+      expect(await woken()).toBe(true);
+      const types = (await db.xrange(es.stream(a), '-', '+')).map(([, f]) => f[f.indexOf('type') + 1]);
+      expect(types).toEqual(expect.arrayContaining(['wallet.credited', 'key.limit.threshold']));
+    } finally {
+      await kc.close();
+    }
+  }, 30_000);
 });
