@@ -4,7 +4,7 @@
  * takes the service's shared context first; given an actor, a change is audited and publishes its
  * event (docs/events.md).
  */
-import type { AccountStatus } from '../schema/redis-schema.ts';
+import { AccountField, type AccountStatus } from '../schema/redis-schema.ts';
 import type { TokenTotals } from '../schema/money.ts';
 import type { Rates } from '../schema/rates.ts';
 import { ConsoleError } from './errors.ts';
@@ -55,7 +55,7 @@ export async function setAccountStatus(ctx: ConsoleContext, account: string, sta
 /** The account's status (a missing account record is an enabled account). */
 export async function accountStatus(ctx: ConsoleContext, account: string): Promise<AccountStatus> {
   validateAccountId(account);
-  const st = await ctx.redis.hget(ctx.schema.account(account), 'status');
+  const st = await ctx.redis.hget(ctx.schema.account(account), AccountField.status);
   if (st === null || st === 'active') return 'active';
   if (st === 'disabled') return 'disabled';
   throw new ConsoleError('CORRUPT', `account ${account}: status is neither active nor disabled`);
