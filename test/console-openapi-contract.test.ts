@@ -307,4 +307,16 @@ describe('the document and the server agree on limits', () => {
       expect(c.body.error.message).toBe('body.expires_at: is not a real calendar date and time');
     }
   });
+
+  it('an unknown field and a body that is not JSON: 400 naming them, told by the error kind, not its text', async () => {
+    const path = `/v1/accounts/${MINE}/keys`;
+    const one = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', bogus: 1 } });
+    expect([one.status, one.body.error.code, one.body.error.message]).toEqual([400, 'INVALID_INPUT', 'body: unknown field "bogus"']);
+    const two = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', b1: 1, b2: 2 } });
+    expect(two.body.error.message).toBe('body: unknown field "b1", "b2"');
+    const nested = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', limit: { amount_micros: 1, period: 'day', x: 1 } } });
+    expect(nested.body.error.message).toBe('body.limit: unknown field "x"');
+    const broken = await callApi(base, 'POST', path, { token: admin, raw: '{"name": ' });
+    expect([broken.status, broken.body.error.code, broken.body.error.message]).toEqual([400, 'INVALID_INPUT', 'body: not valid JSON']);
+  });
 });

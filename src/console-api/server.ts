@@ -152,8 +152,10 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
       const issue = err.validation[0]!;
       const where = err.validationContext ?? 'request';
       const field = fieldName(where, (issue.instancePath ?? '').split('/').filter(Boolean));
-      const unknown = /^Unrecognized keys?: (.*)$/.exec(issue.message ?? '');
-      e = new ApiError('INVALID_INPUT', unknown ? `${field}: unknown field ${unknown[1]!.slice(0, 100)}` : `${field}: ${issue.message}`);
+      // Unknown fields by the issue's kind (zod's `unrecognized_keys`), named as zod quotes them.
+      const keys = issue.keyword === 'unrecognized_keys' ? (issue.params as { keys?: unknown }).keys : undefined;
+      const unknown = Array.isArray(keys) ? keys.map((k) => `"${String(k)}"`).join(', ') : null;
+      e = new ApiError('INVALID_INPUT', unknown !== null ? `${field}: unknown field ${unknown.slice(0, 100)}` : `${field}: ${issue.message}`);
     } else {
       const fe = err as FastifyError;
       const status = fe.statusCode ?? 500;
@@ -161,7 +163,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
       else if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) e = new ApiError('UNSUPPORTED_MEDIA_TYPE', 'request body must be application/json');
       else if (fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') e = new ApiError('INVALID_INPUT', 'body: empty JSON body; send {} or no Content-Type');
       else if (status === 429) e = new ApiError('RATE_LIMITED', fe.message);
-      else if (status === 400) e = new ApiError('INVALID_INPUT', `body: ${fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || /JSON/.test(fe.message) ? 'not valid JSON' : fe.message.slice(0, 200)}`);
+      else if (status === 400) e = new ApiError('INVALID_INPUT', `body: ${fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError ? 'not valid JSON' : fe.message.slice(0, 200)}`);
       else if (status === 405) e = new ApiError('METHOD_NOT_ALLOWED', 'method not allowed');
       else if (status >= 400 && status < 500) e = new ApiError('INVALID_INPUT', fe.message.slice(0, 200));
       else {
