@@ -65,7 +65,7 @@ export async function listKeyPage(mc: ConsoleService, account: string, q: PageQu
     const infos = await infoOf(mc, account, subsetOfCurrent ? await currentIds(mc, account) : null);
     // Whether a key is rate-limited (and so not active) is in its rate windows: with rate limits, the
     // Active and Rate limited filters read the views of the current keys (at most the active-key limit).
-    const rated = 'rates' in mc && (q.status === 'active' || q.status === 'rate_limited');
+    const rated = q.status === 'active' || q.status === 'rate_limited';
     const views = rated ? new Map((await Promise.all(infos.map((k) => mc.getKeyView(k.id)))).map((v) => [v.id, v])) : null;
     const page = selectPage(infos, q, (k) => stateOf(views?.get(k.id) ?? k));
     ids = page.keys.map((k) => k.id);
