@@ -129,5 +129,8 @@ describe('rate text (the form and the server share one rule)', () => {
   it('says what is wrong in words', () => {
     expect(rateProblem('5/x', 'requests')).toBe('Write requests per unit as N/UNIT, like 5/s or 1000/m (unit s, m, h or d). Empty has no limit.');
     expect(rateProblem('1000000001/s', 'requests')).toBe('Use at most 1,000,000,000 requests per window.');
+    expect(rateProblem('0/s', 'requests')).toBe('Use at least 1 request per window. Empty has no limit.');
+    expect(rateProblem('-5/m', 'requests')).toBe('Use at least 1 request per window. Empty has no limit.');
+    expect(rateProblem('0/h', 'tokens')).toBe('Use at least 1 token per window. Empty has no limit.');
   });
 });
