@@ -104,6 +104,8 @@ const STR_TEXT = 2;
 const STR_CAPTURE = 3;
 const STR_BADCOUNT = 4; // a string where a count was expected
 
+const NONE = new Uint8Array(0);
+
 const OBJ = 1;
 const ARR = 2;
 
@@ -126,13 +128,14 @@ export class JsonReader implements RecordView {
   private strMode = STR_SKIP;
   private hex = 0;
   private hexLeft = 0;
-  private readonly keyBuf = Buffer.alloc(KEY_MAX);
+  /** The key being read and the string being captured: two views of one small allocation. */
+  private readonly keyBuf: Uint8Array;
   private keyLen = 0; // > KEY_MAX: too long to match
-  private readonly capBuf = Buffer.alloc(STRING_MAX);
+  private readonly capBuf: Uint8Array;
   private capLen = 0;
   private capSlot = 0;
   /** Per string slot, the bytes and string of its last capture: a stream repeats its model and types, decoded once. */
-  private readonly lastCap: Uint8Array[] = [new Uint8Array(0), new Uint8Array(0)];
+  private readonly lastCap: Uint8Array[] = [NONE, NONE];
   private readonly lastCapStr: (string | null)[] = [null, null];
 
   // number being read
@@ -155,6 +158,9 @@ export class JsonReader implements RecordView {
   constructor(root: JsonNode, onRecord: (r: RecordView) => void) {
     this.rootObject = root;
     this.arrayRoot = { items: root };
+    const mem = new Uint8Array(KEY_MAX + STRING_MAX);
+    this.keyBuf = mem.subarray(0, KEY_MAX);
+    this.capBuf = mem.subarray(KEY_MAX);
     this.onRecord = onRecord;
     this.next = root;
   }
@@ -401,8 +407,8 @@ export class JsonReader implements RecordView {
       while (j < n && last[j] === cb[j]) j++;
       if (j === n) return prev;
     }
-    const str = cb.toString('utf8', 0, n);
-    this.lastCap[slot] = Uint8Array.prototype.slice.call(cb, 0, n);
+    const str = Buffer.from(cb.buffer, cb.byteOffset, n).toString('utf8');
+    this.lastCap[slot] = cb.slice(0, n);
     this.lastCapStr[slot] = str;
     return str;
   }
