@@ -29,7 +29,7 @@ import {
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
-import { eventKeysFor } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
+import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
 
 /** Defaults of the money options (library options of `KeyConsole`). */
@@ -152,6 +152,7 @@ export class WalletOps {
     const s = this.#s;
     const ev = await eventKeysFor(this.#redis, s.ns, account); // events
     const r = (await this.#redis.eval(lua.CREDIT, 5, s.wallet(account), s.credits(account), s.gate(account), ...ev, String(amount), reference, String(MAX_BALANCE_MICROS), account)) as string[];
+    if (eventsWritten(r, 2) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { account, reference, amountMicros: amount, credited: true, balanceMicros: Number(r[1]) };
@@ -203,6 +204,7 @@ export class WalletOps {
       outTok,
       account, // events
     )) as string[];
+    if (eventsWritten(r, 4) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
