@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { EventPublisher } from '../src/events/publish.ts';
 import { redisBookingWrite } from '../src/metering/booker.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';

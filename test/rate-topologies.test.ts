@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { parseRateText, rateKeys, type Rate } from '../src/schema/rates.ts';
 import { deniedBody, deniedHeaders, type CheckResponseMsg } from './helpers/envoy-client.ts';

@@ -20,6 +20,7 @@ import {
   BOOK_ID_RULE,
   spendIn,
   WalletField,
+  GateField,
   type KeyLimit,
   type KeySpend,
   type KeyUse,
@@ -242,7 +243,7 @@ export class WalletOps {
   /** Removes the spend record (and its gate entry) of a key id that never became a key (a create that collided, a lost roll). */
   async dropSpend(account: string, keyId: string): Promise<void> {
     await this.#redis.del(this.#s.keySpend(account, keyId));
-    await this.#redis.hdel(this.#s.gate(account), `limit:${keyId}`);
+    await this.#redis.hdel(this.#s.gate(account), `${GateField.limitPrefix}${keyId}`);
   }
 
   /** A roll's new key starts with the old key's spend record (periods, total, limit); its block is set at once. */

@@ -18,7 +18,8 @@ import type { KeyRecord } from '../schema/redis-schema.ts';
 import { SET_WALLET_LOW } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
 import { ConsoleError } from '../console/errors.ts';
-import type { Actor, ManagementConsole } from '../console/management.ts';
+import type { Actor } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { schema as keySchema } from '../schema/redis-schema.ts';
 
 type RedisClient = Redis | Cluster;
@@ -163,8 +164,8 @@ export function eventsWritten(reply: unknown, at: number): number {
 }
 
 /** Sets a key's limit thresholds (validated), audited as `alert`: the API's PATCH and the CLI's `keys update --alert-at`. */
-export async function setAlertThresholds(mc: ManagementConsole, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
-  const key = await mc.keys.getKey(keyId);
+export async function setAlertThresholds(mc: ConsoleService, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
+  const key = await mc.getKey(keyId);
   const t = await mc.events.setKeyThresholds(key.account, key.id, thresholds);
   await mc.audit(actor, 'alert', key.account, key.id, { alert_thresholds: t });
   return t;
