@@ -549,7 +549,9 @@ async function main(): Promise<void> {
       }
       if (has('metering')) {
         log('metering bench (ext_proc)');
-        extra.push('## Metering through ext_proc (bench/ext-proc.ts)', '', await runExtra('ext-proc.ts', [...args, ...timing]), '');
+        // with --baseline, the tree before runs beside this one in the same rounds
+        const before = opt.baseline ? ['--baseline', opt.baseline] : [];
+        extra.push('## Metering through ext_proc (bench/ext-proc.ts)', '', await runExtra('ext-proc.ts', [...args, ...timing, ...before]), '');
       }
       if (has('rate')) {
         log('rate-limit bench');

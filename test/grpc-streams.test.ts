@@ -226,6 +226,40 @@ for (const [name, make] of Object.entries(TRANSPORTS)) {
           session.destroy();
         }
       });
+
+      it('a message begun in the chunk of the one before gets its own timeout; a message still incomplete after more chunks is cut at the timeout of its first byte', { timeout: 20_000 }, async () => {
+        const { session, stream, reader } = await open();
+        try {
+          // message 1 whole and the first half of message 2 in one chunk; after 0.8 x the timeout
+          // the rest of 2 and half of 3; after 0.8 x again the rest of 3: each message within the
+          // timeout of its own first byte, so all three are answered
+          const m = (n: number) => frame(Buffer.alloc(n));
+          await new Promise((r) => setTimeout(r, RECEIVE_TIMEOUT_MS * 0.8));
+          stream.write(Buffer.concat([m(4), m(40).subarray(0, 20)]));
+          expect((await reader.next()).readUInt32BE(0)).toBe(1);
+          await new Promise((r) => setTimeout(r, RECEIVE_TIMEOUT_MS * 0.8));
+          stream.write(Buffer.concat([m(40).subarray(20), m(60).subarray(0, 30)]));
+          expect((await reader.next()).readUInt32BE(0)).toBe(2);
+          await new Promise((r) => setTimeout(r, RECEIVE_TIMEOUT_MS * 0.8));
+          stream.write(m(60).subarray(30));
+          expect((await reader.next()).readUInt32BE(0)).toBe(3);
+          // a message arriving in pieces, none completing it: the timeout runs from its first byte
+          const t0 = Date.now();
+          const big = m(100);
+          stream.write(big.subarray(0, 10));
+          await new Promise((r) => setTimeout(r, RECEIVE_TIMEOUT_MS * 0.5));
+          stream.write(big.subarray(10, 20));
+          await new Promise((r) => setTimeout(r, RECEIVE_TIMEOUT_MS * 0.3));
+          stream.write(big.subarray(20, 30));
+          expect(await reader.status).toBe('4');
+          const took = Date.now() - t0;
+          expect(took).toBeGreaterThanOrEqual(RECEIVE_TIMEOUT_MS - 10);
+          // not restarted by the later pieces (restarted at the last one, it could not end before 1.8x)
+          expect(took).toBeLessThan(RECEIVE_TIMEOUT_MS * 1.8);
+        } finally {
+          session.destroy();
+        }
+      });
     }
 
     it('unary: a message of exactly the receive limit is accepted, one byte more refused RESOURCE_EXHAUSTED', async () => {

@@ -279,6 +279,9 @@ const ANSWER_FIELD: Readonly<Record<Phase, number>> = {
   response_trailers: 6,
 };
 
+/** Every phase a ProcessingResponse answers. */
+export const ANSWER_PHASES: readonly Phase[] = Object.freeze(Object.keys(ANSWER_FIELD) as Phase[]);
+
 function unframed(fields: readonly Field[]): Buffer {
   return frameMessage(fields).subarray(5);
 }

@@ -104,6 +104,8 @@ const STR_TEXT = 2;
 const STR_CAPTURE = 3;
 const STR_BADCOUNT = 4; // a string where a count was expected
 
+const NONE = new Uint8Array(0);
+
 const OBJ = 1;
 const ARR = 2;
 
@@ -126,11 +128,15 @@ export class JsonReader implements RecordView {
   private strMode = STR_SKIP;
   private hex = 0;
   private hexLeft = 0;
-  private readonly keyBuf: number[] = new Array<number>(KEY_MAX).fill(0);
+  /** The key being read and the string being captured: two views of one small allocation. */
+  private readonly keyBuf: Uint8Array;
   private keyLen = 0; // > KEY_MAX: too long to match
-  private readonly capBuf: number[] = [];
+  private readonly capBuf: Uint8Array;
   private capLen = 0;
   private capSlot = 0;
+  /** Per string slot, the bytes and string of its last capture: a stream repeats its model and types, decoded once. */
+  private readonly lastCap: Uint8Array[] = [NONE, NONE];
+  private readonly lastCapStr: (string | null)[] = [null, null];
 
   // number being read
   private numSlot = -1;
@@ -152,6 +158,9 @@ export class JsonReader implements RecordView {
   constructor(root: JsonNode, onRecord: (r: RecordView) => void) {
     this.rootObject = root;
     this.arrayRoot = { items: root };
+    const mem = new Uint8Array(KEY_MAX + STRING_MAX);
+    this.keyBuf = mem.subarray(0, KEY_MAX);
+    this.capBuf = mem.subarray(KEY_MAX);
     this.onRecord = onRecord;
     this.next = root;
   }
@@ -173,9 +182,15 @@ export class JsonReader implements RecordView {
   }
 
   private clearRecord(): void {
-    this.countState.fill(0);
-    this.strings.fill(null);
-    this.stringBad.fill(0);
+    // element by element: Array.prototype.fill costs more than the stores on arrays this small
+    const cs = this.countState;
+    for (let k = 0; k < SLOT_COUNT; k++) cs[k] = 0;
+    const st = this.strings;
+    const sb = this.stringBad;
+    for (let k = 0; k < STRING_SLOTS; k++) {
+      st[k] = null;
+      sb[k] = 0;
+    }
     this.text = 0;
   }
 
@@ -369,7 +384,7 @@ export class JsonReader implements RecordView {
     if (mode === STR_CAPTURE) {
       const slot = this.capSlot;
       if (this.capLen <= STRING_MAX) {
-        this.strings[slot] = Buffer.from(this.capBuf.slice(0, this.capLen)).toString('utf8');
+        this.strings[slot] = this.captured(slot);
         this.stringBad[slot] = 0;
       } else {
         this.strings[slot] = null;
@@ -379,6 +394,23 @@ export class JsonReader implements RecordView {
       this.countState[this.numSlot] = BAD;
     }
     return this.afterValue();
+  }
+
+  /** The string captured in capBuf for `slot`: the last one of the slot again when its bytes are the same. */
+  private captured(slot: number): string {
+    const n = this.capLen;
+    const cb = this.capBuf;
+    const last = this.lastCap[slot]!;
+    const prev = this.lastCapStr[slot] ?? null;
+    if (prev !== null && last.length === n) {
+      let j = 0;
+      while (j < n && last[j] === cb[j]) j++;
+      if (j === n) return prev;
+    }
+    const str = Buffer.from(cb.buffer, cb.byteOffset, n).toString('utf8');
+    this.lastCap[slot] = cb.slice(0, n);
+    this.lastCapStr[slot] = str;
+    return str;
   }
 
   /** The node of the member whose name is in keyBuf, or null. */

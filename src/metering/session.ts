@@ -15,7 +15,7 @@
  * saw response headers.
  *
  * Memory per session, fixed: the response reader (a JsonReader, about 1.5 KiB), the SSE reader
- * (under 100 bytes), the request reader, a decoder's state when the response is encoded (gzip and
+ * (under 100 bytes), the request reader (only when the request body is sent), a decoder's state when the response is encoded (gzip and
  * deflate: zlib's 32 KiB window and state, plus one 16 KiB output chunk at a time; br: the window
  * its sender declares, at most 16 MiB), a 16 KiB batch of encoded input and at most
  * `maxPendingBytes` of input waiting inside zlib. No
@@ -120,6 +120,8 @@ export class MeterSession {
   private metadata: AuthzMetadata | null = null;
   private sawRequestHeaders = false;
   private requestBodyChunks = 0;
+  /** The request body is read (a metered endpoint with an identity); its reader is made with the first body message. */
+  private readRequest = false;
   private requestReader: JsonReader | null = null;
   private requestText: number | null = null;
   private requestModel: string | null = null;
@@ -221,7 +223,9 @@ export class MeterSession {
     if (this.identity() === null) this.noBooking = 'no-identity';
     else if (this.endpoint === null) this.noBooking = 'not-metered';
     else {
-      this.requestReader = new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
+      // most streams never send the request body (envoy.yaml: only the OpenAI routes that ask for
+      // usage): its reader is made when one comes
+      this.readRequest = true;
     }
   }
 
@@ -232,7 +236,8 @@ export class MeterSession {
   }
 
   private requestBody(body: Buffer, eos: boolean, observability: boolean): Buffer | null {
-    if (this.noBooking !== null || this.requestReader === null) return null;
+    if (this.noBooking !== null || !this.readRequest) return null;
+    this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
     const first = this.requestBodyChunks++ === 0;
     this.requestReader.write(body);
     let changed: Buffer | null = null;

@@ -22,6 +22,8 @@ export interface SseSink {
 }
 
 const NL = new Uint8Array([0x0a]);
+/** The typed array's own search (Buffer's override adds argument handling and a native call per use). */
+const indexOf = Uint8Array.prototype.indexOf;
 const FIELD_MAX = 16;
 
 // line states
@@ -59,11 +61,19 @@ export class SseReader {
       this.afterCr = false;
       if (b[i] === 0x0a) i++; // the LF of a CRLF split across chunks
     }
+    // the next CR at or after i (end: none in the chunk): most streams have none, so the end of a
+    // line is found by one native search for LF
+    let cr = -1;
     while (i < end) {
       const line = this.line;
       if (line === L_DATA || line === L_SKIP) {
-        let j = i;
-        while (j < end && b[j] !== 0x0a && b[j] !== 0x0d) j++;
+        if (cr < i) {
+          cr = indexOf.call(b, 0x0d, i);
+          if (cr === -1 || cr > end) cr = end;
+        }
+        let j = indexOf.call(b, 0x0a, i);
+        if (j === -1 || j > end) j = end;
+        if (cr < j) j = cr;
         if (line === L_DATA && j > i) this.dataBytes(b, i, j);
         if (j >= end) return;
         i = this.endOfLine(b, j, end);

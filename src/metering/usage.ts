@@ -190,6 +190,8 @@ export class UsageState {
   takeModel(r: RecordView): void {
     const m = r.strings[MODEL];
     if (m !== null && m !== undefined) {
+      // a stream repeats its model in every record: the one already taken was checked
+      if (m === this.model) return;
       if (isPlainModel(m)) this.model = m;
       else this.anomalies.badModel++;
     } else if (r.stringBad[MODEL]) this.anomalies.badModel++;

@@ -96,6 +96,16 @@ describe('JSON reader', () => {
     expect(recs.map((r) => [r.a, r.b])).toEqual([[1, null], [2, 3]]);
   });
 
+  it('a captured string decoded once per slot is still each record\'s own: repeated, changed to one of the same length, back, multi-byte, escaped, too long', () => {
+    const models = ['gpt-4o', 'gpt-4o', 'gpt-4x', 'gpt-4o', 'gpt-4é', 'gpt-4\\/', 'x'.repeat(257), 'gpt-4o', 'gpt-4o'];
+    const doc = '[' + models.map((m) => `{"model":"${m}"}`).join(',') + ']';
+    const want = ['gpt-4o', 'gpt-4o', 'gpt-4x', 'gpt-4o', 'gpt-4é', 'gpt-4/', null, 'gpt-4o', 'gpt-4o'];
+    for (const cuts of [[], [3, 20, 41, 77], Array.from({ length: 40 }, (_, i) => i * 9 + 1)]) {
+      const { recs } = read(splitAt(Buffer.from(doc), cuts));
+      expect(recs.map((r) => r.model)).toEqual(want);
+    }
+  });
+
   it('nesting deeper than the bound stops the reader without throwing', () => {
     const { recs, failed } = read([Buffer.from('['.repeat(100) + ']'.repeat(100))]);
     expect(failed).toBe(true);

@@ -119,6 +119,10 @@ export class H2Call implements Call {
   #ended = false;
   /** The stream closed. */
   #gone = false;
+  /** bidi: the call is in the receive sweep (a message is being received, or the first is awaited). */
+  #swept = false;
+  /** bidi: a message was delivered during the current DATA chunk. */
+  #delivered = false;
 
   constructor(stream: Stream, method: ServiceMethod, deadlineMs: number | undefined, encoding: string, session: Budget | undefined, wire: Wire) {
     this.#stream = stream;
@@ -128,6 +132,7 @@ export class H2Call implements Call {
     this.#session = session;
     this.#wire = wire;
     wire.sweep.add(this);
+    this.#swept = true;
     stream.on('data', (c: Buffer) => this.#guard(this.#onData, c));
     stream.once('end', () => this.#guard(this.#onEnd));
     stream.once('close', () => this.#onClose());
@@ -204,10 +209,29 @@ export class H2Call implements Call {
   }
 
   #onData(c?: Buffer): void {
-    const chunk = c!;
+    if (this.#kind !== 'bidi') return this.#read(c!);
+    // bidi: each message within the receive timeout of its first byte. The sweep is touched only
+    // when a message is left incomplete at the end of a chunk (restarted if it began in this
+    // chunk) and when none is left: a stream of whole messages per chunk costs no sweep update per
+    // message.
+    const fresh = this.#have === 0;
+    this.#delivered = false;
+    this.#read(c!);
+    if (this.#ended) return;
+    if (this.#have > 0) {
+      if (fresh || this.#delivered || !this.#swept) {
+        this.#wire.sweep.add(this);
+        this.#swept = true;
+      }
+    } else if (this.#swept) {
+      this.#wire.sweep.delete(this);
+      this.#swept = false;
+    }
+  }
+
+  #read(chunk: Buffer): void {
     if (this.#kind !== 'bidi' && this.#message !== undefined) return this.fail(Status.UNIMPLEMENTED, 'Received a second request message for a unary method');
     if (this.#have === 0) {
-      if (this.#kind === 'bidi') this.#wire.sweep.add(this);
       this.#chunks = [chunk];
     } else {
       if (this.#chunks === EMPTY) this.#chunks = [];
@@ -224,7 +248,6 @@ export class H2Call implements Call {
       if (this.#kind !== 'bidi' && this.#have > need) return this.fail(Status.UNIMPLEMENTED, 'Received a second request message for a unary method');
       this.#takeMessage(need);
       if (this.#have === 0) return;
-      if (this.#kind === 'bidi') this.#wire.sweep.add(this);
     }
   }
 
@@ -307,7 +330,7 @@ export class H2Call implements Call {
     }
     if (this.#kind === 'bidi') {
       this.#unreserve();
-      this.#wire.sweep.delete(this);
+      this.#delivered = true;
       this.#deliver(message, lease);
     } else {
       this.#message = message;
@@ -356,6 +379,7 @@ export class H2Call implements Call {
     if (this.#kind === 'bidi') {
       if (this.#have > 0) return this.fail(Status.INTERNAL, 'Truncated request message');
       this.#wire.sweep.delete(this);
+      this.#swept = false;
       // a reset also ends the readable side: tell a half-close only if the stream was not reset
       setImmediate(() => {
         if (!this.#ended && !this.#gone && !this.#stream.aborted) this.#listener?.halfClose?.();
@@ -402,6 +426,7 @@ export class H2Call implements Call {
   #settle(): void {
     this.#unreserve();
     this.#wire.sweep.delete(this);
+    this.#swept = false;
     this.#chunks = EMPTY;
     this.#have = 0;
     this.#message = undefined;

@@ -7,6 +7,7 @@
  * stream bound, or any failure while metering, is ended with OK too: metering never fails a
  * request (with `failure_mode_allow: true` in envoy.yaml, not even an error status would).
  */
+import { ANSWER_PHASES, continueResponse, frame } from '../../../metering/ext-proc-codec.ts';
 import type { Meter } from '../../../metering/meter.ts';
 import { GrpcStatus as Status } from '../grpc.ts';
 import type { Call, CallListener, ServiceMethod } from '../../service.ts';
@@ -14,13 +15,15 @@ import type { Call, CallListener, ServiceMethod } from '../../service.ts';
 export const EXT_PROC_SERVICE = 'envoy.service.ext_proc.v3.ExternalProcessor';
 export const PROCESS_PATH = `/${EXT_PROC_SERVICE}/Process`;
 
-/** An encoded message with the 5-byte gRPC prefix (not compressed). */
-function frame(message: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  message.copy(out, 5);
-  return out;
+/**
+ * The "continue" answers (the session's shared constant bytes) framed once: almost every message of
+ * a stream is answered with one of them, so none is copied into a new frame per message.
+ */
+const FRAMED = new Map<Buffer, Buffer>(ANSWER_PHASES.map((p) => [continueResponse(p), frame(continueResponse(p))]));
+
+/** An answer with the 5-byte gRPC prefix (not compressed): a prebuilt one, else a new frame. */
+function framed(reply: Buffer): Buffer {
+  return FRAMED.get(reply) ?? frame(reply);
 }
 
 export class ExtProcMethod implements ServiceMethod {
@@ -44,7 +47,7 @@ export class ExtProcMethod implements ServiceMethod {
         if (call.closed) return;
         // the session reads what it needs during the call (the bytes may be a pooled buffer)
         const step = stream.message(bytes);
-        if (step.reply !== null) call.send(frame(step.reply));
+        if (step.reply !== null) call.send(framed(step.reply));
         if (step.close) {
           stream.end();
           call.end(Status.OK);
