@@ -12,7 +12,9 @@
  * `rated`: a key with a request rate too large to be reached (`1000000000/d`), so every request is
  * counted by the limiter and allowed (a tree without rate limits ignores the field: a plain allow).
  * `--baseline-case` drives the baseline with another case: `--baseline . --case rated
- * --baseline-case valid` is what a rate costs one tree, side by side.
+ * --baseline-case valid` is what a rate costs one tree, side by side. `--staleness-bound MS` sets
+ * KEYGATE_STALENESS_BOUND_MS for both sidecars (a loaded machine's late heartbeat answers drop the
+ * cache at the production 250 ms; the store reads per round show when).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -33,6 +35,8 @@ const { values: opt } = parseArgs({
     baseline: { type: 'string' },
     case: { type: 'string', default: 'valid' },
     'baseline-case': { type: 'string' },
+    /** KEYGATE_STALENESS_BOUND_MS for both sidecars (default: the production 250 ms). */
+    'staleness-bound': { type: 'string' },
     shape: { type: 'string', default: '4x16' },
     rounds: { type: 'string', default: '6' },
     duration: { type: 'string', default: '2' },
@@ -89,7 +93,8 @@ try {
     writeFileSync(bodies.get(c)!, encodeCheck({ key: keyOf(c) }));
   }
   for (const [i, t] of trees.entries()) {
-    started.push(await startTarget(t.name, 'keygate', { REDIS_URL: redises[i]!.url, KEYGATE_GRPC_TRANSPORT: 'h2' }, [], join(t.dir, 'bench/lib/target.ts')));
+    const bound: Record<string, string> = opt['staleness-bound'] ? { KEYGATE_STALENESS_BOUND_MS: opt['staleness-bound'] } : {};
+    started.push(await startTarget(t.name, 'keygate', { REDIS_URL: redises[i]!.url, KEYGATE_GRPC_TRANSPORT: 'h2', ...bound }, [], join(t.dir, 'bench/lib/target.ts')));
     figures.set(t.name, { rps: [], cpu: [], reads: [], requests: [] });
   }
   for (let r = 0; r <= rounds; r++) {
@@ -141,7 +146,7 @@ const out = [
   `- date: ${new Date().toISOString()}; load average at start ${loadAtStart}, at end ${loadAverage()}`,
   // commits, not directories: a result file must not carry this machine's paths
   `- this tree: ${treeCommit(HERE)}; baseline: ${treeCommit(trees[1]!.dir)}`,
-  `- command: \`scripts/node bench/ab.ts --baseline <dir> --case ${opt.case}${baseCase !== opt.case ? ` --baseline-case ${baseCase}` : ''} --shape ${opt.shape} --rounds ${rounds} --duration ${duration}\``,
+  `- command: \`scripts/node bench/ab.ts --baseline <dir> --case ${opt.case}${baseCase !== opt.case ? ` --baseline-case ${baseCase}` : ''} --shape ${opt.shape} --rounds ${rounds} --duration ${duration}${opt['staleness-bound'] ? ` --staleness-bound ${opt['staleness-bound']}` : ''}\``,
   '',
   '| tree | req/s (median) | CPU µs/req (median) | req/s per round | CPU µs/req per round | store reads per round |',
   '|---|---:|---:|---|---|---|',
