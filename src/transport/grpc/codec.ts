@@ -462,9 +462,16 @@ export function frameMessage(fields: readonly Field[]): Buffer {
   }
 }
 
+/** The message's bytes without the gRPC frame (a part kept to assemble answers from). */
+export function encodeMessage(fields: readonly Field[]): Buffer {
+  const framed = frameMessage(fields);
+  return framed.subarray(5);
+}
+
 type HeaderOptionList = readonly HeaderValueOption[];
 
-function headerOptions(list: HeaderOptionList | undefined, fieldNo = 2): Field[] {
+/** HeaderValueOption fields (`fieldNo`: 2 headers, 6 response_headers_to_add of OkHttpResponse). */
+export function headerOptions(list: HeaderOptionList | undefined, fieldNo = 2): Field[] {
   const out: Field[] = [];
   for (const h of list ?? []) {
     const opt: Field[] = [[1, [[1, h.header.key], [2, h.header.value]]]];
