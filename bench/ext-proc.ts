@@ -26,7 +26,7 @@ import * as http2 from 'node:http2';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { pricesKey } from '../src/schema/prices.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { CHECK_PATH, decodeCheckResponse, encodeCheck } from './lib/bodies.ts';

@@ -40,14 +40,14 @@ try {
   let firstId = '';
   for (let made = 0; made < KEYS; ) {
     const batch = Math.min(50, KEYS - made);
-    const created = await Promise.all(Array.from({ length: batch }, (_, i) => srv.console.createKey(CLI_ACTOR, { account: ACCOUNT, name: `service ${String(made + i).padStart(5, '0')}` })));
-    if (made < revoked) await Promise.all(created.map((c) => srv.console.revokeKey(CLI_ACTOR, c.id)));
+    const created = await Promise.all(Array.from({ length: batch }, (_, i) => srv.console.createKey({ account: ACCOUNT, name: `service ${String(made + i).padStart(5, '0')}` }, CLI_ACTOR)));
+    if (made < revoked) await Promise.all(created.map((c) => srv.console.revokeKey(c.id, CLI_ACTOR)));
     hint = created[0]!.record.hint;
     firstId ||= created[0]!.id;
     made += batch;
   }
   const seedMs = performance.now() - seedStart;
-  const token = (await srv.console.createToken(CLI_ACTOR, { name: 'bench', account: ACCOUNT })).token;
+  const token = (await srv.console.createToken({ name: 'bench', account: ACCOUNT }, CLI_ACTOR)).token;
 
   const get = async (path: string) => {
     const t = performance.now();
@@ -94,7 +94,7 @@ try {
   const apiTimes: number[] = [];
   try {
     const { page } = browser;
-    const pageToken = (await srv.console.createToken(CLI_ACTOR, { name: 'bench page', account: ACCOUNT })).token;
+    const pageToken = (await srv.console.createToken({ name: 'bench page', account: ACCOUNT }, CLI_ACTOR)).token;
     await page.goto('/');
     await page.getByLabel('Token').fill(pageToken);
     await page.getByRole('button', { name: 'Sign in' }).click();

@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { startRedis } from './lib/redis.ts';

@@ -92,6 +92,10 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
       outage.attach(client);
       storeRedis = client;
     }
+  }, {
+    // The limiter shares the commands connection: it pauses with the store during a Sentinel failover.
+    started: (reason) => limiter.pause(reason),
+    switched: () => limiter.resume(),
   });
   // Rate limits on the store's connection (docs/rate-limits.md); a key and an account without rates
   // never reach them.

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { isWellFormedKey } from '../src/keys/format.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';

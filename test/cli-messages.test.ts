@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../src/config.ts';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { destroyRedis, freePort, startRedis, type RedisServer } from './helpers/redis-server.ts';
 
 const BIN = fileURLToPath(new URL('../bin/keygate', import.meta.url));

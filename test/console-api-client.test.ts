@@ -104,7 +104,7 @@ it('a generated client type-checks and runs create, list, reveal, restrict, roll
   expect(typecheck.out).toBe('');
   expect(typecheck.code).toBe(0);
 
-  const { token } = await srv.console.createToken(CLI_ACTOR, { name: 'generated client', account: null });
+  const { token } = await srv.console.createToken({ name: 'generated client', account: null }, CLI_ACTOR);
   const account = `gen-${randomBytes(4).toString('hex')}`;
   const script = `import(${JSON.stringify(join(dir, 'flow.ts'))}).then((m) => m.flow(${JSON.stringify(`http://127.0.0.1:${srv.port}`)}, process.env.T, ${JSON.stringify(account)})).then((r) => console.log(JSON.stringify(r)))`;
   const res = await new Promise<string>((resolve, reject) =>

@@ -59,13 +59,13 @@ describe('the key list: pages, filters, search, sort', () => {
 
   beforeAll(async () => {
     for (let i = 0; i < 57; i++) {
-      const c = await srv.console.createKey(CLI_ACTOR, { account: ACCT, name: `Batch ${String(i).padStart(2, '0')}${i % 10 === 0 ? ' Prod' : ''}` });
+      const c = await srv.console.createKey({ account: ACCT, name: `Batch ${String(i).padStart(2, '0')}${i % 10 === 0 ? ' Prod' : ''}` }, CLI_ACTOR);
       made.push({ id: c.id, name: c.record.name, hint: c.record.hint, createdAt: c.record.createdAt });
     }
     // The list's order: created, ties (the same millisecond) by id.
     made.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
     revoked = made.slice(50, 57).map((k) => k.id);
-    for (const id of revoked) await srv.console.revokeKey(CLI_ACTOR, id);
+    for (const id of revoked) await srv.console.revokeKey(id, CLI_ACTOR);
   }, 60_000);
 
   it('pages with a cursor: 50 by default, every key once, in order, with the total and the active count', async () => {
@@ -125,9 +125,9 @@ describe('the key list: pages, filters, search, sort', () => {
 describe('states now: expired, limit reached until …', () => {
   it('an expired key and a key at its spend limit show so, with the time the limit lifts', async () => {
     const a = `st-${randomBytes(4).toString('hex')}`;
-    const soon = await srv.console.createKey(CLI_ACTOR, { account: a, name: 'soon', expiresAt: new Date(Date.now() + 1500).toISOString() });
-    const capped = await srv.console.createKey(CLI_ACTOR, { account: a, name: 'capped', limit: { amountMicros: 1_000, period: 'day' } });
-    const forever = await srv.console.createKey(CLI_ACTOR, { account: a, name: 'forever', limit: { amountMicros: 1_000, period: 'total' } });
+    const soon = await srv.console.createKey({ account: a, name: 'soon', expiresAt: new Date(Date.now() + 1500).toISOString() }, CLI_ACTOR);
+    const capped = await srv.console.createKey({ account: a, name: 'capped', limit: { amountMicros: 1_000, period: 'day' } }, CLI_ACTOR);
+    const forever = await srv.console.createKey({ account: a, name: 'forever', limit: { amountMicros: 1_000, period: 'total' } }, CLI_ACTOR);
     await srv.console.recordUsage({ keyId: capped.id, amountMicros: 1_000, requestId: `r-${a}-1` });
     await srv.console.recordUsage({ keyId: forever.id, amountMicros: 5_000, requestId: `r-${a}-2` });
     await new Promise((r) => setTimeout(r, 1600));
@@ -145,13 +145,13 @@ describe('states now: expired, limit reached until …', () => {
 
 describe('the ledger and the account view', () => {
   it('credits and charges, newest first, signed, paged by cursor; readable by the owner only', async () => {
-    const k = await srv.console.createKey(CLI_ACTOR, { account: ACCT, name: 'metered' });
+    const k = await srv.console.createKey({ account: ACCT, name: 'metered' }, CLI_ACTOR);
     const fresh = await get(`/v1/accounts/${ACCT}`);
     expect(fresh.body).toMatchObject({ currency: 'USD', wallet: { exists: false, balance_micros: 0 } });
     expect((await get(`/v1/accounts/${ACCT}/ledger`)).body).toEqual({ currency: 'USD', entries: [], next_cursor: null });
-    await srv.console.creditAccount(CLI_ACTOR, ACCT, 10_000_000, 'inv-1');
+    await srv.console.creditAccount(ACCT, 10_000_000, 'inv-1', CLI_ACTOR);
     for (let i = 1; i <= 3; i++) await srv.console.recordUsage({ keyId: k.id, amountMicros: i * 1000, requestId: `req-${i}`, model: 'openai/gpt-4o-mini' });
-    await srv.console.creditAccount(CLI_ACTOR, ACCT, 500_000, 'inv-2');
+    await srv.console.creditAccount(ACCT, 500_000, 'inv-2', CLI_ACTOR);
     await srv.console.recordUsage({ keyId: k.id, amountMicros: 7, requestId: 'req-4' });
     expect((await get(`/v1/accounts/${ACCT}`)).body).toMatchObject({ currency: 'USD', wallet: { exists: true, enforced: true, balance_micros: 10_500_000 - 6_007 } });
 
@@ -191,7 +191,7 @@ describe('the ledger and the account view', () => {
     const config = loadConsoleApiConfig({ port: 0, redisUrl: redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CURRENCY: 'EUR' });
     const eur = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
     try {
-      const t = (await eur.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+      const t = (await eur.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
       const r = await callApi(`http://127.0.0.1:${eur.port}`, 'GET', `/v1/accounts/${ACCT}`, { token: t });
       expect(r.body.currency).toBe('EUR');
       expect((await callApi(`http://127.0.0.1:${eur.port}`, 'GET', `/v1/accounts/${ACCT}/ledger?limit=1`, { token: t })).body.currency).toBe('EUR');

@@ -27,8 +27,8 @@ beforeAll(async () => {
     createLogger('silent'),
     { revealKey: `k1:${randomBytes(32).toString('base64')}` },
   );
-  token = (await srv.console.createToken(CLI_ACTOR, { name: 'props', account: null })).token;
-  keyId = (await srv.console.keys.createKey({ account: ACCT, name: 'target' })).id;
+  token = (await srv.console.createToken({ name: 'props', account: null }, CLI_ACTOR)).token;
+  keyId = (await srv.console.createKey({ account: ACCT, name: 'target' })).id;
 }, 60_000);
 
 afterAll(async () => {
@@ -134,7 +134,7 @@ describe('request bodies (fast-check)', () => {
         const r = create ? await send('POST', `/v1/accounts/${ACCT}/keys`, b) : await send('PATCH', `/v1/keys/${keyId}`, b);
         if (r.status === 201 || r.status === 200) {
           expect(typeof r.json.id).toBe('string');
-          if (create) await srv.console.keys.revokeKey(r.json.id); // stay under the active-key limit
+          if (create) await srv.console.revokeKey(r.json.id); // stay under the active-key limit
           return;
         }
         expect(r.status, JSON.stringify(r.json)).toBeGreaterThanOrEqual(400);

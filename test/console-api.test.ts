@@ -108,7 +108,7 @@ describe('keys', () => {
 
   it('100 active keys → 422 and nothing written', async () => {
     const acct = `full-${randomBytes(4).toString('hex')}`;
-    await Promise.all(Array.from({ length: 100 }, (_, i) => srv.console.keys.createKey({ account: acct, name: `k${i}` })));
+    await Promise.all(Array.from({ length: 100 }, (_, i) => srv.console.createKey({ account: acct, name: `k${i}` })));
     const r = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'one too many' } });
     expect([r.status, errCode(r)]).toEqual([422, 'LIMIT_REACHED']);
     expect((await call('GET', `/v1/accounts/${acct}/keys?limit=200`)).body.keys).toHaveLength(100);
@@ -123,8 +123,8 @@ describe('money on keys and accounts', () => {
     expect(c.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 } });
     expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: false, balance_micros: 0, exists: false });
 
-    await srv.console.creditAccount(CLI_ACTOR, acct, 10_000_000, `ref-${acct}`);
-    await srv.console.keys.recordUsage({ keyId: c.body.id, amountMicros: 2_000_000, requestId: `r-${acct}` });
+    await srv.console.creditAccount(acct, 10_000_000, `ref-${acct}`, CLI_ACTOR);
+    await srv.console.recordUsage({ keyId: c.body.id, amountMicros: 2_000_000, requestId: `r-${acct}` });
     expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: true, balance_micros: 8_000_000, exists: true });
     const shown = await call('GET', `/v1/keys/${c.body.id}`);
     expect(shown.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 2_000_000, total_micros: 2_000_000 } });
@@ -143,12 +143,12 @@ describe('money on keys and accounts', () => {
 describe('auth and scope', () => {
   it('no token → 401; an API key → 401; a revoked token → 401', async () => {
     expect((await call('GET', `/v1/accounts/${ACCT}`, { token: null })).status).toBe(401);
-    const k = await srv.console.keys.createKey({ account: ACCT, name: 'api key' });
+    const k = await srv.console.createKey({ account: ACCT, name: 'api key' });
     const r = await call('GET', `/v1/accounts/${ACCT}`, { token: k.key });
     expect([r.status, errCode(r)]).toEqual([401, 'UNAUTHENTICATED']);
     expect(r.body.error.message).toMatch(/API key cannot call/);
     expect(JSON.stringify(r.body)).not.toContain(k.key);
-    const t = await srv.console.createToken(CLI_ACTOR, { name: 'short-lived', account: null });
+    const t = await srv.console.createToken({ name: 'short-lived', account: null }, CLI_ACTOR);
     expect((await call('GET', '/v1/tokens', { token: t.token })).status).toBe(200);
     expect((await call('POST', `/v1/tokens/${t.record.id}/revoke`)).body.status).toBe('revoked');
     expect((await call('GET', '/v1/tokens', { token: t.token })).status).toBe(401);
@@ -235,7 +235,7 @@ describe('audit', () => {
     await call('POST', `/v1/keys/${rolled.body.id}/revoke`);
     await call('POST', `/v1/accounts/${acct}/disable`);
     await call('POST', `/v1/accounts/${acct}/enable`);
-    await srv.console.createKey(CLI_ACTOR, { account: acct, name: 'from cli' });
+    await srv.console.createKey({ account: acct, name: 'from cli' }, CLI_ACTOR);
     const r = await call('GET', `/v1/audit?account=${acct}&limit=20`);
     expect(r.status).toBe(200);
     expect(r.body.events.map((e: any) => e.action)).toEqual(['create', 'enable', 'disable', 'revoke', 'roll', 'update', 'reveal', 'create']);

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleError } from '../src/console/errors.ts';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { expectCode } from './helpers/key-console.ts';
 
@@ -44,7 +44,7 @@ describe('Cluster: active-key cap and rolls', () => {
     expect(set).not.toContain(ids[1]);
     expect(set).toContain(rolled.id);
     // With a grace both would be active: refused, and the old key is not left claimed.
-    await expectCode(kc.rollKey(ids[2]!, 60_000), 'LIMIT');
+    await expectCode(kc.rollKey(ids[2]!, 60), 'LIMIT');
     expect(await kc.redis.hget(kc.schema.keyRecord(await kc.redis.get(kc.schema.keyIdIndex(ids[2]!)) as string), 'rolled_to')).toBeNull();
     expect((await active(a)).length).toBe(100);
     await kc.rollKey(ids[2]!, 0); // and it can still be rolled
@@ -53,7 +53,7 @@ describe('Cluster: active-key cap and rolls', () => {
   it('ten parallel rolls of one key make exactly one new key', async () => {
     const a = acct();
     const k = await kc.createKey({ account: a, name: 'racy' });
-    const out = await Promise.allSettled(Array.from({ length: 10 }, () => kc.rollKey(k.id, 60_000)));
+    const out = await Promise.allSettled(Array.from({ length: 10 }, () => kc.rollKey(k.id, 60)));
     const won = out.filter((r) => r.status === 'fulfilled');
     expect(won).toHaveLength(1);
     for (const r of out) if (r.status === 'rejected') expect((r.reason as ConsoleError).code).toBe('REVOKED');

@@ -89,13 +89,13 @@ describe('rolling a key', () => {
     expect(errOf(await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'one too many' } }))).toEqual([422, 'LIMIT_REACHED']);
     const rolled = await call('POST', `/v1/keys/${ids[0]}/roll`);
     expect(rolled.status).toBe(201);
-    const set = (await db.smembers(srv.console.keys.schema.accountActiveKeys(a))).sort();
+    const set = (await db.smembers(srv.console.schema.accountActiveKeys(a))).sort();
     expect(set).toHaveLength(100);
     expect(set).not.toContain(ids[0]);
     expect(set).toContain(rolled.body.id);
     // With a grace both stay active: at the cap that is refused, and nothing is left behind.
     expect(errOf(await call('POST', `/v1/keys/${ids[1]}/roll`, { body: { grace_seconds: 60 } }))).toEqual([422, 'LIMIT_REACHED']);
-    expect(await db.scard(srv.console.keys.schema.accountActiveKeys(a))).toBe(100);
+    expect(await db.scard(srv.console.schema.accountActiveKeys(a))).toBe(100);
     expect((await call('GET', `/v1/keys/${ids[1]}`)).body.rolled_to).toBeNull();
     expect((await call('GET', `/v1/accounts/${a}/keys?limit=200`)).body.keys).toHaveLength(101);
   });
@@ -108,7 +108,7 @@ describe('rolling a key', () => {
     expect(rolled.status).toBe(201);
     expect(rolled.body.spend).toEqual({ period: 'total', period_micros: 1_000, total_micros: 1_000 });
     // The sidecars' gate holds the new key's block at once.
-    expect(await db.hget(srv.console.keys.schema.gate(a), `limit:${rolled.body.id}`)).toBe('never');
+    expect(await db.hget(srv.console.schema.gate(a), `limit:${rolled.body.id}`)).toBe('never');
   });
 });
 
@@ -116,7 +116,7 @@ describe('exact integers', () => {
   it('a key total that would pass the bound is refused (422 OUT_OF_RANGE); the key stays readable', async () => {
     const a = acct();
     const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'big spender' } });
-    const s = srv.console.keys.schema;
+    const s = srv.console.schema;
     // Nine records of the maximum amount leave room for less than one more.
     await db.hset(s.keySpend(a, c.body.id), 'total', String(MAX_BALANCE_MICROS - 5));
     expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 5, request_id: 'edge' } })).status).toBe(200);
@@ -143,7 +143,7 @@ describe('exact integers', () => {
   it('the wallet ceiling on credits and floor on usage: max is accepted, max+1 refused', async () => {
     const a = acct();
     const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'w' } });
-    const s = srv.console.keys.schema;
+    const s = srv.console.schema;
     expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 1, reference: 'open' } })).status).toBe(200);
     await db.hset(s.wallet(a), 'balance', String(MAX_BALANCE_MICROS - 3));
     expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 3, reference: 'to-max' } })).body.balance_micros).toBe(MAX_BALANCE_MICROS);
@@ -259,8 +259,8 @@ describe('rate limits', () => {
     const config = loadConsoleApiConfig({ port: 0, redisUrl: redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '30' });
     small = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
     smallBase = `http://127.0.0.1:${small.port}`;
-    op = (await small.console.createToken(CLI_ACTOR, { name: 'router', account: null })).token;
-    own = (await small.console.createToken(CLI_ACTOR, { name: 'reader', account: OWNED })).token;
+    op = (await small.console.createToken({ name: 'router', account: null }, CLI_ACTOR)).token;
+    own = (await small.console.createToken({ name: 'reader', account: OWNED }, CLI_ACTOR)).token;
   });
   afterAll(async () => {
     await small?.close();
@@ -292,7 +292,7 @@ describe('wallet.enforced', () => {
     const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
     try {
       const a = acct();
-      const k = await c.console.createKey(CLI_ACTOR, { account: a, name: 'strict' });
+      const k = await c.console.createKey({ account: a, name: 'strict' }, CLI_ACTOR);
       // A loaded machine can miss the sidecar's store deadline (503): that is not the answer under test.
       let code = 'AUTH_UNAVAILABLE';
       for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
@@ -300,7 +300,7 @@ describe('wallet.enforced', () => {
         code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
       }
       expect(code).toBe('INSUFFICIENT_BALANCE');
-      const op = (await c.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+      const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
       const info = await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op });
       expect(info.body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: false });
     } finally {

@@ -72,11 +72,11 @@ describe('the key list index', () => {
 
   beforeAll(async () => {
     for (let i = 0; i < 160; i++) {
-      const c = await srv.console.createKey(CLI_ACTOR, { account: ACCT, name: `svc ${String(i).padStart(3, '0')}` });
+      const c = await srv.console.createKey({ account: ACCT, name: `svc ${String(i).padStart(3, '0')}` }, CLI_ACTOR);
       made.push({ id: c.id, createdAt: c.record.createdAt });
       // 130 revoked, 30 current: an account holds at most 100 active keys, the rest pile up revoked.
       if (i < 130) {
-        await srv.console.revokeKey(CLI_ACTOR, c.id);
+        await srv.console.revokeKey(c.id, CLI_ACTOR);
         revoked.add(c.id);
       }
     }
@@ -110,13 +110,13 @@ describe('the key list index', () => {
 
   it('follows updates, rolls and revokes: search by a new name, a rolled key, a cursor whose key was revoked', async () => {
     const cur = order().filter((id) => !revoked.has(id));
-    await srv.console.updateKey(CLI_ACTOR, cur[0]!, { name: 'Renamed Billing' });
+    await srv.console.updateKey(cur[0]!, { name: 'Renamed Billing' }, CLI_ACTOR);
     expect(ids(await get(keysPath(ACCT, { q: 'renamed billing' })))).toEqual([cur[0]]);
     expect(ids(await get(keysPath(ACCT, { q: 'svc 130' })))).toEqual([]);
     // Expiry sort reads the index's expires_at.
-    await srv.console.updateKey(CLI_ACTOR, cur[5]!, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    await srv.console.updateKey(cur[5]!, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() }, CLI_ACTOR);
     expect(ids(await get(keysPath(ACCT, { sort: 'expires', limit: 1 })))).toEqual([cur[5]]);
-    const rolled = await srv.console.rollKey(CLI_ACTOR, cur[1]!, 0);
+    const rolled = await srv.console.rollKey(cur[1]!, 0, CLI_ACTOR);
     revoked.add(cur[1]!);
     made.push({ id: rolled.id, createdAt: rolled.record.createdAt });
     const current = await walk(ACCT, { status: 'current', limit: 200 });
@@ -126,7 +126,7 @@ describe('the key list index', () => {
     // Paging Current newest first; the last key of page one is revoked before page two is asked.
     const p1 = await get(keysPath(ACCT, { status: 'current', sort: '-created', limit: 6 }));
     const gone = ids(p1)[5]!;
-    await srv.console.revokeKey(CLI_ACTOR, gone);
+    await srv.console.revokeKey(gone, CLI_ACTOR);
     revoked.add(gone);
     const rest = await walk(ACCT, { status: 'current', sort: '-created', limit: 6, cursor: p1.body.next_cursor });
     const expected = order().reverse().filter((id) => !revoked.has(id));
@@ -159,7 +159,7 @@ describe('the key list index', () => {
 
 describe("a key's daily usage", () => {
   it('GET /v1/keys/{id}/usage: 30 UTC days, oldest first, today with the spend, requests and tokens booked', async () => {
-    const k = await srv.console.createKey(CLI_ACTOR, { account: ACCT, name: 'metered' });
+    const k = await srv.console.createKey({ account: ACCT, name: 'metered' }, CLI_ACTOR);
     // A day older than the 35 kept, left from long ago: dropped when today's first usage is booked.
     const kd = s.keyDays(ACCT, k.id);
     const today = Math.floor(Date.now() / 86_400_000);
@@ -189,10 +189,10 @@ describe("a key's daily usage", () => {
 
   it('refuses bad days with 400, and a key of another account or an unknown one with 404', async () => {
     const other = `o-${randomBytes(4).toString('hex')}`;
-    const k = await srv.console.createKey(CLI_ACTOR, { account: other, name: 'theirs' });
+    const k = await srv.console.createKey({ account: other, name: 'theirs' }, CLI_ACTOR);
     expect((await get(`/v1/keys/${k.id}/usage`)).status).toBe(404);
     expect((await get(`/v1/keys/key_${'A'.repeat(20)}/usage`)).status).toBe(404);
-    const mine = await srv.console.createKey(CLI_ACTOR, { account: ACCT, name: 'mine' });
+    const mine = await srv.console.createKey({ account: ACCT, name: 'mine' }, CLI_ACTOR);
     for (const q of ['days=0', 'days=32', 'days=x', 'bogus=1']) expect((await get(`/v1/keys/${mine.id}/usage?${q}`)).status).toBe(400);
   });
 

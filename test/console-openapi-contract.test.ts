@@ -105,18 +105,18 @@ interface Keys {
 
 /** A key and a token on the account; for a webhook route also a webhook with one dead letter (at most 20 webhooks an account). */
 async function fresh(account = MINE, op?: Op): Promise<Keys> {
-  const created = await srv.console.createKey(CLI_ACTOR, { account, name: 'probe' });
-  const token = (await srv.console.createToken(CLI_ACTOR, { name: 'probe', account })).record.id;
+  const created = await srv.console.createKey({ account, name: 'probe' }, CLI_ACTOR);
+  const token = (await srv.console.createToken({ name: 'probe', account }, CLI_ACTOR)).record.id;
   if (op?.path.startsWith('/v1/prices/')) {
     const model = `probe-${randomBytes(4).toString('hex')}`;
-    await srv.console.setPrice(CLI_ACTOR, model, { input: 1, output: 1 });
+    await srv.console.setPrice(model, { input: 1, output: 1 }, CLI_ACTOR);
     return { key: created.id, plaintext: created.key, token, account, model };
   }
   if (!op?.path.startsWith('/v1/webhooks/')) return { key: created.id, plaintext: created.key, token, account };
   const webhook = (await webhooksOf(srv.console).create({ url: HOOK_URL, account }, false)).endpoint.id;
   const event = `evt_${Date.now()}_1_${randomBytes(4).toString('hex')}`;
   const dead = { event: { id: event, type: 'key.created', created_at: new Date().toISOString(), account, data: {} }, attempts: 8, last_error: 'HTTP 500', dead_at: Date.now() };
-  await redis.client().lpush(eventsSchema(srv.console.keys.schema.ns).dead(webhook), JSON.stringify(dead));
+  await redis.client().lpush(eventsSchema(srv.console.schema.ns).dead(webhook), JSON.stringify(dead));
   return { key: created.id, plaintext: created.key, token, account, webhook, event };
 }
 
@@ -217,21 +217,21 @@ describe('the OpenAPI document predicts every answer', () => {
   it('conflicts and limits: 409 and 422 where documented', async () => {
     const byId = (id: string) => ops.find((o) => o.id === id)!;
     const a = `full-${randomBytes(4).toString('hex')}`;
-    for (let i = 0; i < 99; i++) await srv.console.createKey(CLI_ACTOR, { account: a, name: `k${i}` });
+    for (let i = 0; i < 99; i++) await srv.console.createKey({ account: a, name: `k${i}` }, CLI_ACTOR);
     const k = await fresh(a); // the 100th
     await probe(byId('createKey'), `/v1/accounts/${a}/keys`, { token: admin, body: { name: 'over' } }, 'at the cap');
     const idem = { 'idempotency-key': 'contract-idem' };
     await probe(byId('createKey'), `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'a' }, headers: idem }, 'first');
     await probe(byId('createKey'), `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'b' }, headers: idem }, 'same key, other body');
     await probe(byId('rollKey'), `/v1/keys/${k.key}/roll`, { token: admin, body: { grace_seconds: 60 } }, 'at the cap with a grace');
-    await srv.console.revokeKey(CLI_ACTOR, k.key);
+    await srv.console.revokeKey(k.key, CLI_ACTOR);
     for (const id of ['updateKey', 'revealKey', 'rollKey']) await probe(byId(id), fill(byId(id).path, k), { token: admin, body: valid(byId(id), k) }, 'revoked');
     const u = await fresh();
     const first = { key_id: u.key, amount_micros: 5, request_id: 'contract-req' };
     await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: first }, 'first');
     await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: { ...first, amount_micros: 6 } }, 'same id, other amount');
     const db = redis.client();
-    const s = srv.console.keys.schema;
+    const s = srv.console.schema;
     await db.hset(s.keySpend(MINE, u.key), 'total', String(Number.MAX_SAFE_INTEGER - 1));
     await probe(byId('recordUsage'), '/v1/usage', { token: admin, body: { ...first, request_id: 'contract-range' } }, 'total out of range');
     await db.hset(s.wallet(MINE), 'balance', String(Number.MAX_SAFE_INTEGER - 1));
@@ -278,8 +278,8 @@ describe('the OpenAPI document predicts every answer', () => {
     } finally {
       await redis.start();
       // The restarted store is empty (no persistence): the fixture's tokens are made again.
-      admin = (await srv.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
-      owner = (await srv.console.createToken(CLI_ACTOR, { name: 'owner page', account: MINE })).token;
+      admin = (await srv.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
+      owner = (await srv.console.createToken({ name: 'owner page', account: MINE }, CLI_ACTOR)).token;
     }
   }, 60_000);
 });
@@ -306,5 +306,17 @@ describe('the document and the server agree on limits', () => {
       const c = await callApi(base, 'POST', `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'n', expires_at: date } });
       expect(c.body.error.message).toBe('body.expires_at: is not a real calendar date and time');
     }
+  });
+
+  it('an unknown field and a body that is not JSON: 400 naming them, told by the error kind, not its text', async () => {
+    const path = `/v1/accounts/${MINE}/keys`;
+    const one = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', bogus: 1 } });
+    expect([one.status, one.body.error.code, one.body.error.message]).toEqual([400, 'INVALID_INPUT', 'body: unknown field "bogus"']);
+    const two = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', b1: 1, b2: 2 } });
+    expect(two.body.error.message).toBe('body: unknown field "b1", "b2"');
+    const nested = await callApi(base, 'POST', path, { token: admin, body: { name: 'n', limit: { amount_micros: 1, period: 'day', x: 1 } } });
+    expect(nested.body.error.message).toBe('body.limit: unknown field "x"');
+    const broken = await callApi(base, 'POST', path, { token: admin, raw: '{"name": ' });
+    expect([broken.status, broken.body.error.code, broken.body.error.message]).toEqual([400, 'INVALID_INPUT', 'body: not valid JSON']);
   });
 });

@@ -33,7 +33,7 @@ function keygate(args: string[]): Promise<{ code: number; stdout: string; stderr
   });
 }
 
-const table = async () => PriceTable.fromHash(await db.hgetall(pricesKey(srv.console.keys.schema.ns)));
+const table = async () => PriceTable.fromHash(await db.hgetall(pricesKey(srv.console.schema.ns)));
 const auditHead = async () => (await callApi(base, 'GET', '/v1/audit?limit=1', { token: admin })).body.events[0];
 
 const fx = useTestConsole(MINE);

@@ -1,7 +1,7 @@
 /** Every console operation is seen by a running sidecar on its very next Check. */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { deniedBody, type CheckResponseMsg, type EnvoyClient } from './helpers/envoy-client.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';
 

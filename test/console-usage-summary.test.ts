@@ -34,15 +34,15 @@ describe('usage summed per day, key and model', () => {
   let k1: string;
   let k2: string;
   beforeAll(async () => {
-    k1 = (await srv.console.createKey(CLI_ACTOR, { account: MINE, name: 'one' })).id;
-    k2 = (await srv.console.createKey(CLI_ACTOR, { account: MINE, name: 'two' })).id;
+    k1 = (await srv.console.createKey({ account: MINE, name: 'one' }, CLI_ACTOR)).id;
+    k2 = (await srv.console.createKey({ account: MINE, name: 'two' }, CLI_ACTOR)).id;
     const rec = (keyId: string, amountMicros: number, model: string | null, inputTokens: number | null, outputTokens: number | null) =>
       srv.console.recordUsage({ keyId, amountMicros, requestId: `req-${randomBytes(6).toString('hex')}`, model, inputTokens, outputTokens });
     await rec(k1, 100, 'GPT-4o', 1000, 50);
     await rec(k1, 200, 'gpt-4o', 2000, 70);
     await rec(k2, 5, null, null, null);
     await rec(k2, 7, 'claude-sonnet-4', 10, 3);
-    const other = (await srv.console.createKey(CLI_ACTOR, { account: OTHER, name: 'theirs' })).id;
+    const other = (await srv.console.createKey({ account: OTHER, name: 'theirs' }, CLI_ACTOR)).id;
     await srv.console.recordUsage({ keyId: other, amountMicros: 999, requestId: 'theirs-1', model: 'gpt-4o', inputTokens: 1, outputTokens: 1 });
   });
 
@@ -92,11 +92,11 @@ describe('usage summed per day, key and model', () => {
 describe('metered bookings: token fields in the summary, the export, and tokens on keys and accounts', () => {
   it('a booking priced from the table set through the API shows its tokens everywhere', async () => {
     const acct = `meter-${randomBytes(4).toString('hex')}`;
-    const key = (await srv.console.createKey(CLI_ACTOR, { account: acct, name: 'metered' })).id;
+    const key = (await srv.console.createKey({ account: acct, name: 'metered' }, CLI_ACTOR)).id;
     const put = await callApi(base, 'PUT', `/v1/prices/${encodeURIComponent('openai/gpt-4o')}`, { token: admin, body: { input_micros: 2_500_000, output_micros: 10_000_000, cached_input_micros: 1_250_000 } });
     expect(put.status).toBe(200);
-    const table = PriceTable.fromHash(await db.hgetall(srv.console.keys.schema.prices()));
-    const write = redisBookingWrite(srv.console.keys.redis, srv.console.keys.schema);
+    const table = PriceTable.fromHash(await db.hgetall(srv.console.schema.prices()));
+    const write = redisBookingWrite(srv.console.redis, srv.console.schema);
     const booking = {
       request_id: `req-${randomBytes(4).toString('hex')}`, key_id: key, account: acct, model: 'gpt-4o', family: 'openai' as const,
       input_tokens: 1000, cached_input_tokens: 400, cache_write_tokens: 0, output_tokens: 200, reasoning_tokens: 50, estimated: false,
@@ -126,7 +126,7 @@ describe('metered bookings: token fields in the summary, the export, and tokens 
     expect(JSON.parse(shown).tokens).toEqual(tokens);
     expect((await srv.console.accountInfo(acct)).tokens).toEqual(tokens);
     // A key without bookings: zeros.
-    const idle = (await srv.console.createKey(CLI_ACTOR, { account: acct, name: 'idle' })).id;
+    const idle = (await srv.console.createKey({ account: acct, name: 'idle' }, CLI_ACTOR)).id;
     expect((await callApi(base, 'GET', `/v1/keys/${idle}`, { token: admin })).body.tokens).toEqual({ today: { input: 0, output: 0 }, month: { input: 0, output: 0 } });
   });
 });

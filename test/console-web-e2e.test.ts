@@ -379,7 +379,7 @@ describe('the API keys page', () => {
     expect((await konsole.server.console.getKey(id)).rates?.requests ?? null).toBeNull();
 
     await konsole.setAccountRates(ACCOUNT, { requests: null });
-    await konsole.server.console.revokeKey(CLI_ACTOR, id);
+    await konsole.server.console.revokeKey(id, CLI_ACTOR);
     await page.reload();
     await page.getByText('No keys yet.').waitFor();
   });
@@ -388,9 +388,9 @@ describe('the API keys page', () => {
     const { page } = browser;
     const made: { id: string; name: string; hint: string }[] = [];
     for (let i = 0; i < 130; i++) {
-      const c = await konsole.server.console.createKey(CLI_ACTOR, { account: ACCOUNT, name: `svc-${String(i).padStart(3, '0')}` });
+      const c = await konsole.server.console.createKey({ account: ACCOUNT, name: `svc-${String(i).padStart(3, '0')}` }, CLI_ACTOR);
       made.push({ id: c.id, name: c.record.name, hint: c.record.hint });
-      if (i < 30) await konsole.server.console.revokeKey(CLI_ACTOR, c.id); // 30 revoked (svc-000 to svc-029), 100 active
+      if (i < 30) await konsole.server.console.revokeKey(c.id, CLI_ACTOR); // 30 revoked (svc-000 to svc-029), 100 active
     }
     await page.reload();
     await page.getByText('1–50 of 100 keys').waitFor();
@@ -447,7 +447,7 @@ describe('the API keys page', () => {
     await shot(page, 'list-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     // Back under the limit: Create works again.
-    for (const k of made.slice(30, 129)) await konsole.server.console.revokeKey(CLI_ACTOR, k.id);
+    for (const k of made.slice(30, 129)) await konsole.server.console.revokeKey(k.id, CLI_ACTOR);
     await page.reload();
     await page.getByText('1–1 of 1 key').waitFor();
     expect(await page.getByRole('button', { name: 'Create key' }).getAttribute('aria-disabled')).toBe('false');

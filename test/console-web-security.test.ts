@@ -369,9 +369,9 @@ describe('inside keygate console (real management API and token store)', () => {
   });
 
   it('only an active account-scoped management token signs in', async () => {
-    const operator = (await kc.server.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
+    const operator = (await kc.server.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
     expect((await session(operator)).status).toBe(403);
-    const created = await kc.server.console.createKey(CLI_ACTOR, { account: 'acct-a', name: 'api key' });
+    const created = await kc.server.console.createKey({ account: 'acct-a', name: 'api key' }, CLI_ACTOR);
     const asKey = await session(created.key); // an API key is not a management token
     expect(asKey.status).toBe(401);
     const t = await kc.createToken('acct-a', 'soon revoked');
@@ -383,8 +383,8 @@ describe('inside keygate console (real management API and token store)', () => {
     const t = await kc.createToken('acct-b', 'owner');
     const s = await session(t.token);
     expect(s.status).toBe(200);
-    const key = await kc.server.console.createKey(CLI_ACTOR, { account: 'acct-b', name: 'before' });
-    const other = await kc.server.console.createKey(CLI_ACTOR, { account: 'acct-c', name: 'not yours' });
+    const key = await kc.server.console.createKey({ account: 'acct-b', name: 'before' }, CLI_ACTOR);
+    const other = await kc.server.console.createKey({ account: 'acct-c', name: 'not yours' }, CLI_ACTOR);
     const patch = (id: string, headers: Record<string, string>) =>
       fetch(`${kc.url}/v1/keys/${id}`, { method: 'PATCH', headers: { cookie: s.cookie, 'content-type': 'application/json', origin: kc.url, ...headers }, body: JSON.stringify({ name: 'after' }) });
 

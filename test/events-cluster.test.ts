@@ -4,8 +4,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
-import { CLI_ACTOR, ManagementConsole } from '../src/console/management.ts';
+import { KeyConsole } from '../src/console/service.ts';
+import { CLI_ACTOR } from '../src/console/management.ts';
+import { ConsoleService } from '../src/console/service.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
@@ -14,13 +15,13 @@ import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 let cluster: ClusterDeployment;
-let mc: ManagementConsole;
+let mc: ConsoleService;
 let r: Receiver;
 let w: DeliveryWorker | undefined;
 
 beforeAll(async () => {
   cluster = await startCluster();
-  mc = new ManagementConsole(new KeyConsole({ redis: cluster.url, revealKey: REVEAL }));
+  mc = new KeyConsole({ redis: cluster.url, revealKey: REVEAL });
   r = await startReceiver();
 }, 60_000);
 
@@ -33,14 +34,14 @@ afterAll(async () => {
 
 it('wallet and threshold events at their crossing, delivered in order from a Cluster', async () => {
   const a = `c-${randomBytes(4).toString('hex')}`;
-  const store = new WebhookStore(mc.keys.redis, 'kg', REVEAL);
+  const store = new WebhookStore(mc.redis, 'kg', REVEAL);
   await store.create({ url: r.url, account: a, events: ['wallet.credited', 'wallet.low', 'wallet.empty', 'key.limit.threshold'] }, true);
-  await mc.creditAccount(CLI_ACTOR, a, 1000, 'c1');
+  await mc.creditAccount(a, 1000, 'c1', CLI_ACTOR);
   await mc.events.setWalletLow(a, 500);
-  const k = await mc.createKey(CLI_ACTOR, { account: a, name: 'k', models: null, expiresAt: null, limit: { amountMicros: 1000, period: 'week' } });
+  const k = await mc.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: { amountMicros: 1000, period: 'week' } }, CLI_ACTOR);
   await mc.recordUsage({ keyId: k.id, amountMicros: 500, requestId: 'u1' }); // balance 500: not below; spend 50 %
   await mc.recordUsage({ keyId: k.id, amountMicros: 500, requestId: 'u2' }); // balance 0: low and empty; spend 100 % (80 and 100)
-  w = new DeliveryWorker({ redis: mc.keys.redis, namespace: 'kg', webhooks: store, config: { retryScheduleSeconds: [0.2], allowPrivate: true, disableAfterMs: 86_400_000, timeoutMs: 5000, concurrency: 4 }, log: createLogger('silent'), pollMs: 100 });
+  w = new DeliveryWorker({ redis: mc.redis, namespace: 'kg', webhooks: store, config: { retryScheduleSeconds: [0.2], allowPrivate: true, disableAfterMs: 86_400_000, timeoutMs: 5000, concurrency: 4 }, log: createLogger('silent'), pollMs: 100 });
   w.start();
   const end = Date.now() + 15_000;
   while (r.received.length < 6 && Date.now() < end) await new Promise((x) => setTimeout(x, 50));

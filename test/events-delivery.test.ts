@@ -7,8 +7,9 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
-import { CLI_ACTOR, ManagementConsole } from '../src/console/management.ts';
+import { KeyConsole } from '../src/console/service.ts';
+import { CLI_ACTOR } from '../src/console/management.ts';
+import { ConsoleService } from '../src/console/service.ts';
 import type { WebhookConfig } from '../src/events/config.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
@@ -19,7 +20,7 @@ import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
 const run = promisify(execFile);
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 let redis: RedisServer;
-let mc: ManagementConsole;
+let mc: ConsoleService;
 let store: WebhookStore;
 const receivers: Receiver[] = [];
 const workers: DeliveryWorker[] = [];
@@ -28,8 +29,8 @@ const config = (o: Partial<WebhookConfig> = {}): WebhookConfig => ({ retrySchedu
 
 beforeAll(async () => {
   redis = await startRedis();
-  mc = new ManagementConsole(new KeyConsole({ redis: redis.url, revealKey: REVEAL }));
-  store = new WebhookStore(mc.keys.redis, 'kg', REVEAL);
+  mc = new KeyConsole({ redis: redis.url, revealKey: REVEAL });
+  store = new WebhookStore(mc.redis, 'kg', REVEAL);
 }, 30_000);
 
 afterAll(async () => {
@@ -40,7 +41,7 @@ afterAll(async () => {
 });
 
 function worker(c: WebhookConfig, leaseMs = 600): DeliveryWorker {
-  const w = new DeliveryWorker({ redis: mc.keys.redis, namespace: 'kg', webhooks: store, config: c, log, pollMs: 100, leaseMs });
+  const w = new DeliveryWorker({ redis: mc.redis, namespace: 'kg', webhooks: store, config: c, log, pollMs: 100, leaseMs });
   workers.push(w);
   w.start();
   return w;
@@ -65,8 +66,8 @@ describe('delivery worker', () => {
     const a = acct();
     await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
     r.respond = (_x, n) => (n === 1 ? 'hang' : 200);
-    await mc.creditAccount(CLI_ACTOR, a, 1, 'one');
-    await mc.creditAccount(CLI_ACTOR, a, 2, 'two');
+    await mc.creditAccount(a, 1, 'one', CLI_ACTOR);
+    await mc.creditAccount(a, 2, 'two', CLI_ACTOR);
     const first = worker(config());
     await until('the first attempt', () => r.received.length === 1);
     await first.stop(50); // the console goes away while the receiver has not answered
@@ -83,7 +84,7 @@ describe('delivery worker', () => {
     receivers.push(r);
     const a = acct();
     await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
-    for (let i = 1; i <= 8; i++) await mc.creditAccount(CLI_ACTOR, a, i, `c${i}`);
+    for (let i = 1; i <= 8; i++) await mc.creditAccount(a, i, `c${i}`, CLI_ACTOR);
     const w1 = worker(config(), 5000);
     const w2 = worker(config(), 5000);
     await until('eight events', () => r.received.length >= 8);
@@ -102,7 +103,7 @@ describe('delivery worker', () => {
     const a = acct();
     const { endpoint } = await store.create({ url: bad.url, account: a, events: ['wallet.credited'] }, true);
     await store.create({ url: watch.url, account: a, events: ['webhook.disabled'] }, true);
-    await mc.creditAccount(CLI_ACTOR, a, 1, 'x');
+    await mc.creditAccount(a, 1, 'x', CLI_ACTOR);
     const w = worker(config({ retryScheduleSeconds: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3], disableAfterMs: 700 }));
     const ev = await until('webhook.disabled', () => watch.received.find((x) => x.event.type === 'webhook.disabled'));
     expect(ev.event.data).toMatchObject({ webhook_id: endpoint.id, url: bad.url });
@@ -121,7 +122,7 @@ describe('delivery worker', () => {
     r.respond = () => 302;
     const a = acct();
     const { endpoint } = await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
-    await mc.creditAccount(CLI_ACTOR, a, 1, 'r');
+    await mc.creditAccount(a, 1, 'r', CLI_ACTOR);
     const w = worker(config({ retryScheduleSeconds: [0.1] }));
     await until('dead letter', async () => (await store.listDead(endpoint.id)).length === 1);
     expect((await store.listDead(endpoint.id))[0]!.lastError).toBe('HTTP 302');
@@ -152,7 +153,7 @@ describe('CLI', () => {
     expect(JSON.stringify(l)).not.toContain('whsec_');
     expect((await cli(['accounts', 'alert', a, '--wallet-low', '10.00'])).out).toMatch(/below 10/);
     expect(await mc.events.alerts(a)).toEqual({ walletLowMicros: 10_000_000 });
-    const k = await mc.createKey(CLI_ACTOR, { account: a, name: 'k', models: null, expiresAt: null, limit: null });
+    const k = await mc.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
     expect((await cli(['keys', 'update', k.id, '--alert-at', '90,50'])).code).toBe(0);
     expect(await mc.events.keyThresholds(a, k.id)).toEqual([50, 90]);
     expect((await cli(['webhooks', 'remove', made.id])).out).toMatch(/Removed/);

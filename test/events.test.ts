@@ -79,17 +79,17 @@ describe('every event type, signed', () => {
     const r = await receiver();
     const { secret } = await hook(a, r);
     const m = mc();
-    await m.creditAccount(CLI_ACTOR, a, 20_000_000, 'c1');
+    await m.creditAccount(a, 20_000_000, 'c1', CLI_ACTOR);
     await m.events.setWalletLow(a, 10_000_000);
-    const created = await m.createKey(CLI_ACTOR, { account: a, name: 'k1', models: null, expiresAt: Date.now() + 2500, limit: { amountMicros: 1000, period: 'month' } });
+    const created = await m.createKey({ account: a, name: 'k1', models: null, expiresAt: Date.now() + 2500, limit: { amountMicros: 1000, period: 'month' } }, CLI_ACTOR);
     await m.recordUsage({ keyId: created.id, amountMicros: 500, requestId: 'r1' });
     await m.recordUsage({ keyId: created.id, amountMicros: 10_000_000, requestId: 'r2' });
     await m.recordUsage({ keyId: created.id, amountMicros: 9_999_500, requestId: 'r3' });
-    await m.setAccountStatus(CLI_ACTOR, a, 'disabled');
-    await m.setAccountStatus(CLI_ACTOR, a, 'active');
-    const k2 = await m.createKey(CLI_ACTOR, { account: a, name: 'k2', models: ['openai/*'], expiresAt: null, limit: null });
-    await m.rollKey(CLI_ACTOR, k2.id, 0);
-    await m.revokeKey(CLI_ACTOR, created.id === k2.id ? k2.id : (await m.createKey(CLI_ACTOR, { account: a, name: 'k3', models: null, expiresAt: null, limit: null })).id);
+    await m.setAccountStatus(a, 'disabled', CLI_ACTOR);
+    await m.setAccountStatus(a, 'active', CLI_ACTOR);
+    const k2 = await m.createKey({ account: a, name: 'k2', models: ['openai/*'], expiresAt: null, limit: null }, CLI_ACTOR);
+    await m.rollKey(k2.id, 0, CLI_ACTOR);
+    await m.revokeKey(created.id === k2.id ? k2.id : (await m.createKey({ account: a, name: 'k3', models: null, expiresAt: null, limit: null }, CLI_ACTOR)).id, CLI_ACTOR);
     const want = [
       'wallet.credited',
       'key.created',
@@ -136,14 +136,14 @@ describe('every event type, signed', () => {
 });
 
 describe('thresholds at their exact crossing (in the usage script)', () => {
-  const stream = async (a: string) => (await mc().keys.redis.xrange(mc().events.s.stream(a), '-', '+')).map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[5]!) }));
+  const stream = async (a: string) => (await mc().redis.xrange(mc().events.s.stream(a), '-', '+')).map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[5]!) }));
 
   it('wallet.low fires at the first micro-unit below, once, and again after a re-arming credit; wallet.empty at 0', async () => {
     const a = acct();
     const m = mc();
-    await m.creditAccount(CLI_ACTOR, a, 10_000_002, 'c1');
+    await m.creditAccount(a, 10_000_002, 'c1', CLI_ACTOR);
     await m.events.setWalletLow(a, 10_000_000);
-    const k = await m.createKey(CLI_ACTOR, { account: a, name: 'k', models: null, expiresAt: null, limit: null });
+    const k = await m.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
     const lows = async () => (await stream(a)).filter((e) => e.type === 'wallet.low');
     await m.recordUsage({ keyId: k.id, amountMicros: 2, requestId: 'a' }); // 10.000000: not below
     expect(await lows()).toHaveLength(0);
@@ -151,10 +151,10 @@ describe('thresholds at their exact crossing (in the usage script)', () => {
     expect((await lows()).map((e) => e.data)).toEqual([{ balance_micros: 9_999_999, threshold_micros: 10_000_000 }]);
     await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'c' });
     expect(await lows()).toHaveLength(1); // once per crossing
-    await m.creditAccount(CLI_ACTOR, a, 1, 'c2'); // 9.999998 + 1: still below, not re-armed
+    await m.creditAccount(a, 1, 'c2', CLI_ACTOR); // 9.999998 + 1: still below, not re-armed
     await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'd' });
     expect(await lows()).toHaveLength(1);
-    await m.creditAccount(CLI_ACTOR, a, 2, 'c3'); // 9.999998 + 2 = 10.000000: re-armed
+    await m.creditAccount(a, 2, 'c3', CLI_ACTOR); // 9.999998 + 2 = 10.000000: re-armed
     await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'e' });
     expect(await lows()).toHaveLength(2);
     const empties = async () => (await stream(a)).filter((e) => e.type === 'wallet.empty');
@@ -173,7 +173,7 @@ describe('thresholds at their exact crossing (in the usage script)', () => {
   it('key.limit.threshold at ceil(limit × t / 100), once per period and threshold, custom thresholds', async () => {
     const a = acct();
     const m = mc();
-    const k = await m.createKey(CLI_ACTOR, { account: a, name: 'k', models: null, expiresAt: null, limit: { amountMicros: 1001, period: 'day' } });
+    const k = await m.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: { amountMicros: 1001, period: 'day' } }, CLI_ACTOR);
     const patched = await callApi(base, 'PATCH', `/v1/keys/${k.id}`, { token: admin, body: { alert_thresholds: [80, 25] } });
     expect(patched.status).toBe(200);
     expect(await m.events.keyThresholds(a, k.id)).toEqual([25, 80]);
@@ -200,8 +200,8 @@ describe('delivery', () => {
     const r = await receiver();
     r.respond = (_x, n) => (n <= 2 ? 503 : 200);
     await hook(a, r, ['account.disabled', 'account.enabled']);
-    await mc().setAccountStatus(CLI_ACTOR, a, 'disabled');
-    await mc().setAccountStatus(CLI_ACTOR, a, 'active');
+    await mc().setAccountStatus(a, 'disabled', CLI_ACTOR);
+    await mc().setAccountStatus(a, 'active', CLI_ACTOR);
     await until('both delivered', () => r.received.filter((x) => x.event.type === 'account.enabled').length >= 1);
     expect(types(r)).toEqual(['account.disabled', 'account.disabled', 'account.disabled', 'account.enabled']);
     expect(new Set(r.received.slice(0, 3).map((x) => x.event.id)).size).toBe(1); // the same event, again
@@ -213,7 +213,7 @@ describe('delivery', () => {
     let fail = true;
     r.respond = () => (fail ? 500 : 200);
     const w = await hook(a, r, ['account.disabled', 'account.enabled']);
-    await mc().setAccountStatus(CLI_ACTOR, a, 'disabled');
+    await mc().setAccountStatus(a, 'disabled', CLI_ACTOR);
     await until('four attempts', () => r.received.length >= 4, 20_000);
     let res = await callApi(base, 'GET', `/v1/webhooks/${w.id}/dead`, { token: admin });
     for (let i = 0; i < 40 && res.body.dead.length === 0; i++) {
@@ -225,7 +225,7 @@ describe('delivery', () => {
     expect(res.body.dead[0]).toMatchObject({ attempts: 4, last_error: 'HTTP 500', event: { type: 'account.disabled', account: a } });
     const deadId = res.body.dead[0].event.id as string;
     fail = false;
-    await mc().setAccountStatus(CLI_ACTOR, a, 'active'); // the next event goes
+    await mc().setAccountStatus(a, 'active', CLI_ACTOR); // the next event goes
     await until('the next event', () => r.received.some((x) => x.event.type === 'account.enabled'));
     const rep = await callApi(base, 'POST', `/v1/webhooks/${w.id}/dead/${deadId}/replay`, { token: admin });
     expect(rep.status).toBe(202);
@@ -241,8 +241,8 @@ describe('delivery', () => {
     await hook(null, r, ['wallet.credited']);
     const [a, b] = [acct(), acct()];
     for (let i = 1; i <= 3; i++) {
-      await mc().creditAccount(CLI_ACTOR, a, i, `a${i}`);
-      await mc().creditAccount(CLI_ACTOR, b, i, `b${i}`);
+      await mc().creditAccount(a, i, `a${i}`, CLI_ACTOR);
+      await mc().creditAccount(b, i, `b${i}`, CLI_ACTOR);
     }
     await until('six credits', () => ok(r).filter((x) => x.event.account === a || x.event.account === b).length >= 6);
     for (const x of [a, b]) expect(ok(r).filter((y) => y.event.account === x).map((y) => y.event.data.reference)).toEqual([`${x === a ? 'a' : 'b'}1`, `${x === a ? 'a' : 'b'}2`, `${x === a ? 'a' : 'b'}3`]);
@@ -264,7 +264,7 @@ describe('management routes', () => {
     expect(JSON.stringify(mine.body)).not.toContain('whsec_');
     const all = await callApi(base, 'GET', '/v1/webhooks', { token: admin });
     expect(all.body.webhooks.length).toBeGreaterThan(1);
-    const raw = JSON.stringify(await mc().keys.redis.hgetall(mc().events.s.endpoints()));
+    const raw = JSON.stringify(await mc().redis.hgetall(mc().events.s.endpoints()));
     expect(raw).not.toContain(own.body.secret); // sealed at rest
     expect((await callApi(base, 'DELETE', `/v1/webhooks/${all.body.webhooks.find((w: { account: string | null }) => w.account !== OWNED).id}`, { token: owner })).status).toBe(404);
     expect((await callApi(base, 'DELETE', `/v1/webhooks/${own.body.id}`, { token: owner })).status).toBe(204);
@@ -274,7 +274,7 @@ describe('management routes', () => {
 
   it('creation refuses loopback when private destinations are not allowed', async () => {
     const { WebhookStore } = await import('../src/events/webhooks.ts');
-    const s = new WebhookStore(mc().keys.redis, 'kg', `k1:${randomBytes(32).toString('base64')}`);
+    const s = new WebhookStore(mc().redis, 'kg', `k1:${randomBytes(32).toString('base64')}`);
     for (const url of ['http://127.0.0.1/x', 'http://2130706433/', 'http://[::ffff:127.0.0.1]/', 'http://localhost/', 'http://169.254.169.254/latest', 'http://user:pw@example.com/']) {
       await expect(s.create({ url, account: 'a' }, false)).rejects.toThrow(/url:/);
     }
@@ -282,7 +282,7 @@ describe('management routes', () => {
 
   it('GET /v1/key: the key reads its own limit in any key header; revoked, unknown and tokens are 401', async () => {
     const a = acct();
-    const created = await mc().createKey(CLI_ACTOR, { account: a, name: 'self', models: ['openai/*'], expiresAt: null, limit: { amountMicros: 5000, period: 'month' } });
+    const created = await mc().createKey({ account: a, name: 'self', models: ['openai/*'], expiresAt: null, limit: { amountMicros: 5000, period: 'month' } }, CLI_ACTOR);
     await mc().recordUsage({ keyId: created.id, amountMicros: 1200, requestId: 's1' });
     const headers: Record<string, string>[] = [{ authorization: `Bearer ${created.key}` }, { 'x-api-key': created.key }, { 'x-goog-api-key': created.key }];
     for (const h of headers) {
@@ -294,7 +294,7 @@ describe('management routes', () => {
     expect((await callApi(base, 'GET', '/v1/key', { token: admin })).status).toBe(401);
     expect((await callApi(base, 'GET', '/v1/key')).status).toBe(401);
     expect((await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': `${created.key.slice(0, -1)}A` } })).status).toBe(401);
-    await mc().revokeKey(CLI_ACTOR, created.id);
+    await mc().revokeKey(created.id, CLI_ACTOR);
     const rv = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': created.key } });
     expect(rv.status).toBe(401);
     // the key is not accepted anywhere else

@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { periodBounds, type LimitPeriod } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';

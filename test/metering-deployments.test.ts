@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { parseTokenCounters } from '../src/schema/money.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { schema } from '../src/schema/redis-schema.ts';

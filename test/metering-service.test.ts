@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';

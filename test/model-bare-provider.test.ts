@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { modelDeny } from '../src/core/decision.ts';
 import { readModel } from '../src/core/model/index.ts';
 import { deniedBody } from './helpers/envoy-client.ts';

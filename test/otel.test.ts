@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import type { MeteredResponse } from '../src/telemetry/metered.ts';

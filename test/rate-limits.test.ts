@@ -303,6 +303,32 @@ describe('standalone Redis', () => {
     expect(l.stats.calls).toBe(before);
   });
 
+  it('paused (a Sentinel failover under way): no Redis command; the held lease still pays, everything else is unavailable at once', async () => {
+    await awayFromDayEnd();
+    const l = await limiterOn(redis.url, { idleReleaseMs: 50 });
+    const leased = keyReq('1000/d');
+    const exact = keyReq('50/d');
+    expect(await l.take(leased)).toMatchObject({ kind: 'allow' }); // takes a lease
+    expect(await l.take(exact)).toMatchObject({ kind: 'allow' });
+    const held = l.heldUnits();
+    expect(held).toBeGreaterThan(0);
+    const { counted } = await windowState(probe, leased.keyWindow!);
+    l.pause('sentinel failover under way');
+    const calls = l.stats.calls;
+    const results = [];
+    for (let i = 0; i < held + 5; i++) results.push(await l.take(leased));
+    expect(results.filter((r) => r.kind === 'allow').length).toBe(held);
+    expect(results.filter((r) => r.kind === 'unavailable').length).toBe(5);
+    expect(l.take(exact)).toEqual({ kind: 'unavailable' }); // synchronous: nothing waits for Redis
+    await new Promise((r) => setTimeout(r, 200)); // idle sweeps: nothing given back while paused
+    expect(l.stats.calls).toBe(calls);
+    expect((await windowState(probe, leased.keyWindow!)).counted).toBe(counted);
+    l.resume();
+    expect(await l.take(exact)).toMatchObject({ kind: 'allow' });
+    expect(await l.take(leased)).toMatchObject({ kind: 'allow' });
+    expect(l.stats.calls).toBeGreaterThan(calls);
+  });
+
   it('token rates: bookings below the rate never write the gate; reaching it blocks until the window ends; raising it lifts the block', async () => {
     const account = `acct-tok-${process.pid}`;
     const keyId = 'key_eeeeeeeeeeeeeeee';

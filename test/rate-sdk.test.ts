@@ -10,7 +10,7 @@ import { GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { startGrpcProxy, type GrpcProxy } from './helpers/grpc-proxy.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';
 import { startStubUpstream, type StubUpstream } from './helpers/stub-upstream.ts';

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { rateArgs } from '../src/cli/console-commands.ts';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { parseRateText, type Rate } from '../src/schema/rates.ts';
 import { deniedBody, deniedHeaders, responseHeadersToAdd, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { send } from './helpers/http-client.ts';

@@ -18,8 +18,9 @@ import { createLogger } from '../src/telemetry/logger.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey } from './helpers/seed.ts';
 import { keyDigest, generateKey } from '../src/keys/format.ts';
-import { KeyConsole } from '../src/console/key-console.ts';
-import { CLI_ACTOR, ManagementConsole } from '../src/console/management.ts';
+import { KeyConsole } from '../src/console/service.ts';
+import { CLI_ACTOR } from '../src/console/management.ts';
+import { ConsoleService } from '../src/console/service.ts';
 
 const s = schema();
 const STATUS = SIDECAR_KEY_FIELDS.indexOf(KeyField.status);
@@ -59,7 +60,7 @@ describe('revoked and never-issued keys: same work until the status is known', (
     await destroyRedis(redis);
   });
 
-  let mc: ManagementConsole;
+  let mc: ConsoleService;
   /** Bytes of the sidecar's HMGET reply on the wire (RESP2: `$-1` for a nil, `$len` + data otherwise). */
   async function sidecarReplyBytes(digest: string): Promise<number> {
     const reply = await db.hmgetBuffer(s.keyRecord(digest), ...SIDECAR_KEY_FIELDS);
@@ -99,7 +100,7 @@ describe('revoked and never-issued keys: same work until the status is known', (
   });
 
   it('a revoke moves the model list out of what the sidecar reads: the reply is as short as an unknown key’s, the console still shows the models', async () => {
-    mc ??= new ManagementConsole(new KeyConsole({ redis: redis.url, revealKey: REVEAL }));
+    mc ??= new KeyConsole({ redis: redis.url, revealKey: REVEAL });
     const models = JSON.parse(manyModels) as string[];
     // 1000 models: more than the console writes (100), as many as the sidecar accepts.
     const k = await seedKey(db, s, { models });
@@ -107,7 +108,7 @@ describe('revoked and never-issued keys: same work until the status is known', (
     const active = await sidecarReplyBytes(k.digest);
     expect(active).toBeGreaterThan(40_000);
 
-    await mc.revokeKey(CLI_ACTOR, k.id);
+    await mc.revokeKey(k.id, CLI_ACTOR);
     const revoked = await sidecarReplyBytes(k.digest);
     // Only the short fields (v, id, account, status) remain: tens of bytes, not ~42 KB.
     expect(revoked).toBeLessThan(unknown + 100);
@@ -117,23 +118,23 @@ describe('revoked and never-issued keys: same work until the status is known', (
     expect((await mc.getKeyView(k.id)).models).toEqual(models);
 
     // Revoking again is still idempotent and keeps the list where the console reads it.
-    expect((await mc.revokeKey(CLI_ACTOR, k.id)).alreadyRevoked).toBe(true);
+    expect((await mc.revokeKey(k.id, CLI_ACTOR)).alreadyRevoked).toBe(true);
     expect((await mc.getKey(k.id)).models).toEqual(models);
   });
 
   it('a record revoked before the rule (models still in the sidecar field) is fixed by revoking it again', async () => {
-    mc ??= new ManagementConsole(new KeyConsole({ redis: redis.url, revealKey: REVEAL }));
+    mc ??= new KeyConsole({ redis: redis.url, revealKey: REVEAL });
     const k = await seedKey(db, s, { status: 'revoked', models: ['openai/*'] });
     expect((await mc.getKey(k.id)).models).toEqual(['openai/*']);
-    expect((await mc.revokeKey(CLI_ACTOR, k.id)).alreadyRevoked).toBe(true);
+    expect((await mc.revokeKey(k.id, CLI_ACTOR)).alreadyRevoked).toBe(true);
     expect(await db.hget(s.keyRecord(k.digest), KeyField.models)).toBeNull();
     expect((await mc.getKey(k.id)).models).toEqual(['openai/*']);
   });
 
   it('a roll with grace 0 revokes the old key the same way', async () => {
-    mc ??= new ManagementConsole(new KeyConsole({ redis: redis.url, revealKey: REVEAL }));
-    const created = await mc.createKey(CLI_ACTOR, { account: 'acct-roll', name: 'r', models: ['openai/gpt-4o', 'anthropic/*'] });
-    const rolled = await mc.rollKey(CLI_ACTOR, created.id, 0);
+    mc ??= new KeyConsole({ redis: redis.url, revealKey: REVEAL });
+    const created = await mc.createKey({ account: 'acct-roll', name: 'r', models: ['openai/gpt-4o', 'anthropic/*'] }, CLI_ACTOR);
+    const rolled = await mc.rollKey(created.id, 0, CLI_ACTOR);
     expect(rolled.old).toMatchObject({ status: 'revoked', models: ['openai/gpt-4o', 'anthropic/*'] });
     const digest = (await db.get(s.keyIdIndex(created.id)))!;
     expect(await db.hget(s.keyRecord(digest), KeyField.models)).toBeNull();

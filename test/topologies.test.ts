@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { startSentinel, type SentinelDeployment } from './helpers/redis-sentinel.ts';

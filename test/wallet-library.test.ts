@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis, type Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { keyJson } from '../src/console/views.ts';
 import { formatAmount, GATE_FOREVER, LUA_PERIODS, MAX_AMOUNT_MICROS, parseAmount, parseGate, periodBounds, type LimitPeriod } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -327,19 +327,19 @@ describe('usage export', () => {
 
 describe('through the management layer (CLI and API)', () => {
   it('a credit is audited once (not its replay); a limit change is audited; a roll keeps the limit', async () => {
-    const { CLI_ACTOR, ManagementConsole } = await import('../src/console/management.ts');
-    const mc = new ManagementConsole(kc);
+    const { CLI_ACTOR } = await import('../src/console/management.ts');
+    const mc = kc; // the one console service: the library's class, called with an actor
     const a = acct();
-    await mc.creditAccount(CLI_ACTOR, a, 5_000_000, 'inv-audit');
-    await mc.creditAccount(CLI_ACTOR, a, 5_000_000, 'inv-audit');
+    await mc.creditAccount(a, 5_000_000, 'inv-audit', CLI_ACTOR);
+    await mc.creditAccount(a, 5_000_000, 'inv-audit', CLI_ACTOR);
     const credits = (await mc.listAudit({ account: a })).filter((e) => e.action === 'credit');
     expect(credits).toHaveLength(1);
     expect(credits[0]).toMatchObject({ actor: { type: 'cli' }, account: a, changes: { amount_micros: 5_000_000, reference: 'inv-audit', balance_micros: 5_000_000 } });
-    const k = await mc.createKey(CLI_ACTOR, { account: a, name: 'rolled', limit: { amountMicros: 700, period: 'week' } });
-    await mc.updateKey(CLI_ACTOR, k.id, { limit: { amountMicros: 900, period: 'week' } });
+    const k = await mc.createKey({ account: a, name: 'rolled', limit: { amountMicros: 700, period: 'week' } }, CLI_ACTOR);
+    await mc.updateKey(k.id, { limit: { amountMicros: 900, period: 'week' } }, CLI_ACTOR);
     const upd = (await mc.listAudit({ account: a })).find((e) => e.action === 'update');
     expect(upd?.changes).toEqual({ limit: { amount_micros: 900, period: 'week' } });
-    const rolled = await mc.rollKey(CLI_ACTOR, k.id);
+    const rolled = await mc.rollKey(k.id, 0, CLI_ACTOR);
     expect((await mc.getKeyView(rolled.id)).usage.limit).toEqual({ amountMicros: 900, period: 'week' });
   });
 });

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis, type Redis } from 'ioredis';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { KeyUseField, periodBounds } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';

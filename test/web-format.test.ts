@@ -8,7 +8,7 @@ import { validateModels, validateName } from '../src/console/validate.ts';
 import { rateProblem } from '../src/core/rate-text.ts';
 import { parseRateText as serverRate } from '../src/schema/rates.ts';
 import { parseAmount as serverAmount } from '../src/schema/money.ts';
-import { amountInput, csvLine, decimal, fieldOf, rateRefusalWords, fromLocalInput, isExpired, localInput, money, rolledName } from '../web/src/format.ts';
+import { amountInput, csvLine, decimal, fieldOf, rateRefusalWords, rateWords, fromLocalInput, isExpired, localInput, money, rolledName } from '../web/src/format.ts';
 
 const accepts = (f: () => unknown) => {
   try {
@@ -129,5 +129,17 @@ describe('rate text (the form and the server share one rule)', () => {
   it('says what is wrong in words', () => {
     expect(rateProblem('5/x', 'requests')).toBe('Write requests per unit as N/UNIT, like 5/s or 1000/m (unit s, m, h or d). Empty has no limit.');
     expect(rateProblem('1000000001/s', 'requests')).toBe('Use at most 1,000,000,000 requests per window.');
+    expect(rateProblem('0/s', 'requests')).toBe('Use at least 1 request per window. Empty has no limit.');
+    expect(rateProblem('-5/m', 'requests')).toBe('Use at least 1 request per window. Empty has no limit.');
+    expect(rateProblem('0/h', 'tokens')).toBe('Use at least 1 token per window. Empty has no limit.');
+  });
+});
+
+describe('a rate in words (the Rates column)', () => {
+  it('says one request, many tokens', () => {
+    expect(rateWords(1, 'request', 'second')).toBe('1 request per second');
+    expect(rateWords(3, 'request', 'second')).toBe('3 requests per second');
+    expect(rateWords(1, 'token', 'minute')).toBe('1 token per minute');
+    expect(rateWords(5000, 'token', 'day')).toBe(`${(5000).toLocaleString()} tokens per day`);
   });
 });

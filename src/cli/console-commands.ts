@@ -14,9 +14,10 @@
  */
 import { Option, type Command } from 'commander';
 import { loadConsoleConfig } from '../config.ts';
-import { ConsoleError } from '../console/errors.ts';
-import { KeyConsole, type KeyUpdate, type KeyView } from '../console/key-console.ts';
-import { CLI_ACTOR, ManagementConsole } from '../console/management.ts';
+import { ConsoleError, isStoreOutage } from '../console/errors.ts';
+import type { KeyUpdate, KeyView } from '../console/keys.ts';
+import { CLI_ACTOR } from '../console/management.ts';
+import { ConsoleService } from '../console/service.ts';
 import { parseIsoInstant, parseModelList } from '../console/validate.ts';
 import { accountJson, creditJson, keyJson, keyRecordJson, usageEntryJson, usageJson } from '../console/views.ts';
 import { formatAmount, LIMIT_PERIODS, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
@@ -38,15 +39,16 @@ export function common(cmd: Command): Command {
 
 /**
  * Opens the console on the configured Redis, runs `fn`, always closes; store faults get one clear
- * line. Changes and reveals go through the management layer, so they are audited (actor `cli`).
+ * line. Changes and reveals are given the actor `cli`, so they are audited and publish their events.
  */
-export async function withConsole<T>(o: Common, fn: (mc: ManagementConsole) => Promise<T>): Promise<T> {
+export async function withConsole<T>(o: Common, fn: (mc: ConsoleService) => Promise<T>): Promise<T> {
   const config = loadConsoleConfig({ redisUrl: o.redis });
-  const kc = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet });
+  const kc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet });
   try {
-    return await fn(new ManagementConsole(kc));
+    return await fn(kc);
   } catch (err) {
-    if (err instanceof ConsoleError) throw err;
+    // A store outage (by type, src/console/errors.ts) gets one line naming Redis; anything else is itself.
+    if (!isStoreOutage(err)) throw err;
     const cause = kc.lastRedisError ?? err;
     throw new Error(`Redis error: ${cause instanceof Error ? cause.message : String(cause)}`);
   } finally {
@@ -147,7 +149,7 @@ export function registerConsoleCommands(program: Command): void {
     const limit = limitArgs(o.limit, o.limitPeriod);
     const rates = rateArgs(o);
     await withConsole(o, async (kc) => {
-      const created = await kc.createKey(CLI_ACTOR, { account: o.account, name: o.name, models, expiresAt: o.expires, limit, rates });
+      const created = await kc.createKey({ account: o.account, name: o.name, models, expiresAt: o.expires, limit, rates }, CLI_ACTOR);
       if (o.json) return json({ ...keyJson(await kc.getKeyView(created.id)), key: created.key });
       out(`Created key ${created.id} for account ${created.record.account} (models: ${modelsText(created.record.models)}, expires: ${dateText(created.record.expiresAt, 'never')}).`);
       out(`Store it now; \`keygate keys reveal ${created.id}\` shows it again:`);
@@ -206,7 +208,7 @@ export function registerConsoleCommands(program: Command): void {
   common(keys.command('reveal').description("print a key's plaintext again (needs KEYGATE_REVEAL_KEY)").argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
-        const r = await kc.revealKey(CLI_ACTOR, keyId);
+        const r = await kc.revealKey(keyId, CLI_ACTOR);
         if (o.json) return json({ id: r.id, key: r.key });
         out(r.key);
       });
@@ -252,7 +254,7 @@ export function registerConsoleCommands(program: Command): void {
       throw new ConsoleError('INVALID_INPUT', 'nothing to update: give --name, --models, --all-models, --expires, --no-expiry, --limit, --no-limit, --rate, --no-rate, --token-rate, --no-token-rate or --alert-at');
     }
     await withConsole(o, async (kc) => {
-      if (Object.keys(patch).length > 0) await kc.updateKey(CLI_ACTOR, keyId, patch);
+      if (Object.keys(patch).length > 0) await kc.updateKey(keyId, patch, CLI_ACTOR);
       if (alertAt !== undefined) await setAlertThresholds(kc, CLI_ACTOR, keyId, alertAt); // events
       const r = await kc.getKeyView(keyId);
       if (o.json) return json(keyJson(r));
@@ -263,7 +265,7 @@ export function registerConsoleCommands(program: Command): void {
   common(keys.command('revoke').description('revoke a key: refused at once by every sidecar; cannot be undone').argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
-        const r = await kc.revokeKey(CLI_ACTOR, keyId);
+        const r = await kc.revokeKey(keyId, CLI_ACTOR);
         if (o.json) return json({ id: r.id, account: r.account, status: 'revoked', already_revoked: r.alreadyRevoked });
         out(r.alreadyRevoked ? `Key ${r.id} was already revoked.` : `Revoked key ${r.id}.`);
       });
@@ -294,7 +296,7 @@ export function registerConsoleCommands(program: Command): void {
     const rates = rateArgs(o);
     if (Object.keys(rates).length === 0) throw new ConsoleError('INVALID_INPUT', 'nothing to change: give --rate, --no-rate, --token-rate or --no-token-rate');
     await withConsole(o, async (kc) => {
-      await kc.setAccountRates(CLI_ACTOR, account, rates);
+      await kc.setAccountRates(account, rates, CLI_ACTOR);
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       out(`Account ${a.id}: rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
@@ -311,7 +313,7 @@ export function registerConsoleCommands(program: Command): void {
   ).action(async (account: string, o: Common & { amount: string; reference: string }) => {
     const amount = amountArg(o.amount);
     await withConsole(o, async (kc) => {
-      const r = await kc.creditAccount(CLI_ACTOR, account, amount, o.reference);
+      const r = await kc.creditAccount(account, amount, o.reference, CLI_ACTOR);
       if (o.json) return json(creditJson(r));
       out(
         r.credited
@@ -336,7 +338,7 @@ export function registerConsoleCommands(program: Command): void {
         if (verb === 'disable' && (await kc.listKeys(account)).length === 0) {
           process.stderr.write(`keygate: warning: account ${account} has no keys; check the account id (disabled anyway)\n`);
         }
-        const r = await kc.setAccountStatus(CLI_ACTOR, account, verb === 'disable' ? 'disabled' : 'active');
+        const r = await kc.setAccountStatus(account, verb === 'disable' ? 'disabled' : 'active', CLI_ACTOR);
         if (o.json) return json({ account: r.account, status: r.status, changed: r.changed });
         const word = verb === 'disable' ? 'disabled' : 'enabled';
         out(r.changed ? `Account ${r.account} ${word}.` : `Account ${r.account} was already ${word}.`);

@@ -13,13 +13,13 @@ import { CLI_ACTOR } from '../console/management.ts';
 import { loadWebhookConfig } from '../events/config.ts';
 import { deadJson, webhookJson } from '../events/views.ts';
 import { WebhookStore } from '../events/webhooks.ts';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { EVENT_TYPES } from '../events/types.ts';
 import { formatAmount } from '../schema/money.ts';
 import { amountArg, common, json, out, table, withConsole, type Common } from './console-commands.ts';
 
 /** The webhook store on the CLI's connection (secrets sealed with KEYGATE_REVEAL_KEY). */
-const webhooksOf = (mc: ManagementConsole) => new WebhookStore(mc.keys.redis, mc.keys.schema.ns);
+const webhooksOf = (mc: ConsoleService) => new WebhookStore(mc.redis, mc.schema.ns);
 
 function group(program: Command, name: string, description: string): Command {
   return program.commands.find((c) => c.name() === name) ?? program.command(name).description(description).showSuggestionAfterError(false);

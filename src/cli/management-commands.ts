@@ -1,5 +1,5 @@
 /**
- * CLI commands of the management layer, on the same library as the management API:
+ * CLI commands of management (roll, tokens, audit), on the same console service as the management API:
  *   console [--redis URL] [--port N]                   the management API server
  *   keys roll KEY_ID [--grace SECONDS] [--json]
  *   tokens create --name NAME (--all-accounts | --account ID) [--json]
@@ -51,7 +51,7 @@ export function registerManagementCommands(program: Command): void {
       .option('--grace <seconds>', 'seconds the old key keeps working (default 0)', intArg('--grace', 30 * 86400)),
   ).action(async (keyId: string, o: Common & { grace?: number }) => {
     await withConsole(o, async (mc) => {
-      const r = await mc.rollKey(CLI_ACTOR, keyId, o.grace ?? 0);
+      const r = await mc.rollKey(keyId, o.grace ?? 0, CLI_ACTOR);
       if (o.json) return json({ ...recordJson(r.record), key: r.key, rolled_from: keyId, old: { ...recordJson(r.old), rolled_to: r.id } });
       out(`Rolled key ${keyId} to ${r.id}; the old key ${o.grace ? `expires at ${iso(r.old.expiresAt)}` : 'is revoked'}.`);
       out(`Store it now; \`keygate keys reveal ${r.id}\` shows it again:`);
@@ -70,7 +70,7 @@ export function registerManagementCommands(program: Command): void {
   ).action(async (o: Common & { name: string; allAccounts?: boolean; account?: string }) => {
     if (!o.allAccounts && o.account === undefined) throw new ConsoleError('INVALID_INPUT', 'give --all-accounts or --account ID');
     await withConsole(o, async (mc) => {
-      const t = await mc.createToken(CLI_ACTOR, { name: o.name, account: o.account ?? null });
+      const t = await mc.createToken({ name: o.name, account: o.account ?? null }, CLI_ACTOR);
       const scope = t.record.account ?? 'all';
       if (o.json) return json({ id: t.record.id, token: t.token, name: t.record.name, scope });
       out(`Created management token ${t.record.id} (scope: ${scope}). Store it now; it is not shown again:`);
@@ -90,7 +90,7 @@ export function registerManagementCommands(program: Command): void {
 
   common(tokens.command('revoke').description('revoke a management token').argument('<token-id>', 'token id')).action(async (id: string, o: Common) => {
     await withConsole(o, async (mc) => {
-      const r = await mc.revokeToken(CLI_ACTOR, id);
+      const r = await mc.revokeToken(id, CLI_ACTOR);
       if (o.json) return json({ id: r.id, status: 'revoked', already_revoked: r.alreadyRevoked });
       out(r.alreadyRevoked ? `Token ${id} was already revoked.` : `Revoked token ${id}.`);
     });

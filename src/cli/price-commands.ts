@@ -42,7 +42,7 @@ export function registerPriceCommands(program: Command): void {
       cacheWrite: o.cacheWrite === undefined ? null : priceArg(o.cacheWrite, '--cache-write'),
     };
     await withConsole(o, async (mc) => {
-      const e = await mc.setPrice(CLI_ACTOR, model, price);
+      const e = await mc.setPrice(model, price, CLI_ACTOR);
       if (o.json) return json(priceJson(e));
       out(`Set the price of ${e.model}: input ${formatAmount(e.input)}, output ${formatAmount(e.output)}, cached input ${perMillion(e.cachedInput ?? null)}, cache write ${perMillion(e.cacheWrite ?? null)} per million tokens.`);
     });
@@ -65,7 +65,7 @@ export function registerPriceCommands(program: Command): void {
 
   common(prices.command('remove').description("remove a model's price").argument('<model>', 'model name')).action(async (model: string, o: Common) => {
     await withConsole(o, async (mc) => {
-      await mc.removePrice(CLI_ACTOR, model);
+      await mc.removePrice(model, CLI_ACTOR);
       if (o.json) return json({ model: model.toLowerCase(), removed: true });
       out(`Removed the price of ${model.toLowerCase()}.`);
     });

@@ -4,7 +4,8 @@
  * 404 as an unknown id) and cannot run operator operations (403).
  */
 import type { FastifyRequest } from 'fastify';
-import type { Actor, ManagementConsole, TokenRecord } from '../console/management.ts';
+import type { Actor, TokenRecord } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { ApiError } from './errors.ts';
 
 export interface Principal {
@@ -18,7 +19,7 @@ declare module 'fastify' {
   }
 }
 
-export async function authenticate(req: FastifyRequest, mc: ManagementConsole, apiKeyPrefix: string): Promise<Principal> {
+export async function authenticate(req: FastifyRequest, mc: ConsoleService, apiKeyPrefix: string): Promise<Principal> {
   const h = req.headers.authorization;
   if (h === undefined || h === '') throw new ApiError('UNAUTHENTICATED', 'missing Authorization: Bearer <management token>');
   const m = /^Bearer +(\S{1,200})\s*$/i.exec(h);

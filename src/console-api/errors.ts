@@ -1,27 +1,11 @@
 /**
- * The management API's error catalogue: every error answer is `{"error": {"code", "message"}}`
- * with one of these codes and its HTTP status. Messages name the field at fault and never echo a
- * key or token.
+ * The management API's errors: `ApiError` with a code of the one catalogue (src/console/errors.ts:
+ * `API_ERRORS`, code → HTTP status) and the mapping of a console error to its answer, read from that
+ * catalogue. Messages name the field at fault and never echo a key or token.
  */
-import { CodedError, ConsoleError, type ConsoleErrorCode } from '../console/errors.ts';
+import { API_ERRORS, CodedError, CONSOLE_ERRORS, type ApiErrorCode, type ConsoleError } from '../console/errors.ts';
 
-export const API_ERRORS = {
-  INVALID_INPUT: 400,
-  UNAUTHENTICATED: 401,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  CONFLICT: 409,
-  REVOKED: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  LIMIT_REACHED: 422,
-  OUT_OF_RANGE: 422,
-  RATE_LIMITED: 429,
-  INTERNAL: 500,
-  STORE_UNAVAILABLE: 503,
-} as const;
-export type ApiErrorCode = keyof typeof API_ERRORS;
+export { API_ERRORS, type ApiErrorCode } from '../console/errors.ts';
 
 export class ApiError extends CodedError<ApiErrorCode> {
   override name = 'ApiError';
@@ -33,20 +17,7 @@ export class ApiError extends CodedError<ApiErrorCode> {
   }
 }
 
-const FROM_CONSOLE: Record<ConsoleErrorCode, ApiErrorCode> = {
-  INVALID_INPUT: 'INVALID_INPUT',
-  NOT_FOUND: 'NOT_FOUND',
-  REVOKED: 'REVOKED',
-  LIMIT: 'LIMIT_REACHED',
-  REVEAL_KEY: 'STORE_UNAVAILABLE',
-  CORRUPT: 'INTERNAL',
-  CONFLICT: 'CONFLICT',
-  RANGE: 'OUT_OF_RANGE',
-};
-
 export function fromConsoleError(err: ConsoleError): ApiError {
-  // A missing or wrong reveal key is the server's configuration, not the caller's: say so without detail.
-  if (err.code === 'REVEAL_KEY') return new ApiError('STORE_UNAVAILABLE', 'the server cannot encrypt or reveal keys (KEYGATE_REVEAL_KEY)');
-  if (err.code === 'CORRUPT') return new ApiError('INTERNAL', 'a stored record does not follow the schema');
-  return new ApiError(FROM_CONSOLE[err.code], err.message);
+  const e = CONSOLE_ERRORS[err.code];
+  return new ApiError(e.api, e.apiMessage ?? err.message);
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { KEY_DAYS_MAX, keyDays } from '../console/key-days.ts';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { requireAccount } from './auth.ts';
 import { ApiError } from './errors.ts';
 import * as S from './schemas.ts';
@@ -27,7 +27,7 @@ const KeyUsage = z.object({
   days: z.array(KeyDayJson).describe('oldest first; a day without usage is all zeros'),
 });
 
-export function registerKeyUsageRoutes(app: FastifyInstance, mc: ManagementConsole, currency: string): void {
+export function registerKeyUsageRoutes(app: FastifyInstance, mc: ConsoleService, currency: string): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v1/keys/:id/usage',
     {
@@ -43,7 +43,7 @@ export function registerKeyUsageRoutes(app: FastifyInstance, mc: ManagementConso
     },
     async (req) => {
       const { id } = req.params;
-      const account = await mc.keys.accountOfKeyId(id);
+      const account = await mc.accountOfKeyId(id);
       if (account === null) throw new ApiError('NOT_FOUND', `no key with id ${id}`);
       requireAccount(req, account, `no key with id ${id}`);
       const days = await keyDays(mc, account, id, req.query.days);

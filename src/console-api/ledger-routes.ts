@@ -5,12 +5,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { decodeLedgerCursor, ledgerPage } from '../console/ledger.ts';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { requireAccount } from './auth.ts';
 import { ApiError } from './errors.ts';
 import * as S from './schemas.ts';
 
-export function registerLedgerRoutes(app: FastifyInstance, mc: ManagementConsole, currency: string): void {
+export function registerLedgerRoutes(app: FastifyInstance, mc: ConsoleService, currency: string): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v1/accounts/:account/ledger',
     {

@@ -7,8 +7,7 @@
 import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { KeyConsole } from '../console/key-console.ts';
-import { ManagementConsole } from '../console/management.ts';
+import { ConsoleService } from '../console/service.ts';
 import { shutdownSequence } from '../lifecycle.ts';
 import type { ConsoleApiConfig } from './config.ts';
 import { buildConsoleApp, type ServedRoute } from './server.ts';
@@ -17,7 +16,7 @@ import { startEventDelivery, type EventDelivery } from '../events/service.ts';
 export interface ConsoleServer {
   readonly port: number;
   readonly app: FastifyInstance;
-  readonly console: ManagementConsole;
+  readonly console: ConsoleService;
   /** Every method and path served (HEAD twins left out). */
   readonly routes: readonly ServedRoute[];
   ready(): boolean;
@@ -31,10 +30,9 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 
 export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
   // The wallet rule the sidecars apply (`wallet.enforced`): the same setting, read the same way.
-  const keys = new KeyConsole({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
-  const mc = new ManagementConsole(keys);
+  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
   let draining = false;
-  const ready = () => !draining && keys.redis.status === 'ready';
+  const ready = () => !draining && mc.redis.status === 'ready';
   let events: EventDelivery | undefined;
   try {
     const { app, routes } = await buildConsoleApp(mc, { config, version, ready }, log);

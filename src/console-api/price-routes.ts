@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { PRICE_MODEL_MAX_CHARS, priceJson } from '../console/prices.ts';
 import { MAX_PRICE_MICROS } from '../schema/prices.ts';
 import { requireAllAccounts } from './auth.ts';
@@ -28,7 +28,7 @@ const Params = z.strictObject({
 });
 const errs = (...codes: number[]) => Object.fromEntries([403, ...codes].map((c) => [c, ErrorBody]));
 
-export function registerPriceRoutes(app: FastifyInstance, mc: ManagementConsole): void {
+export function registerPriceRoutes(app: FastifyInstance, mc: ConsoleService): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const what = 'the price table';
 
@@ -50,7 +50,7 @@ export function registerPriceRoutes(app: FastifyInstance, mc: ManagementConsole)
     async (req) => {
       const p = requireAllAccounts(req, what);
       const b = req.body;
-      return priceJson(await mc.setPrice(p.actor, req.params.model, { input: b.input_micros, output: b.output_micros, cachedInput: b.cached_input_micros, cacheWrite: b.cache_write_micros }));
+      return priceJson(await mc.setPrice(req.params.model, { input: b.input_micros, output: b.output_micros, cachedInput: b.cached_input_micros, cacheWrite: b.cache_write_micros }, p.actor));
     },
   );
 
@@ -59,7 +59,7 @@ export function registerPriceRoutes(app: FastifyInstance, mc: ManagementConsole)
     { schema: { tags: ['prices'], operationId: 'removePrice', summary: "Remove a model's price", security: SECURITY, params: Params, response: { 204: z.null(), ...errs(400, 404) } } },
     async (req, reply) => {
       const p = requireAllAccounts(req, what);
-      await mc.removePrice(p.actor, req.params.model);
+      await mc.removePrice(req.params.model, p.actor);
       return reply.code(204).send(null);
     },
   );

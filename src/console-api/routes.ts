@@ -7,7 +7,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ManagedKeyView, ManagementConsole, TokenRecord } from '../console/management.ts';
+import type { TokenRecord } from '../console/management.ts';
+import type { ManagedKeyView } from '../console/keys.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { UsageConflict } from '../console/wallet.ts';
 import type { KeyLimit } from '../schema/money.ts';
 import type { RateUnit } from '../schema/rates.ts';
@@ -41,9 +43,9 @@ function ratesOf(b: { rate?: { requests: number; per: RateUnit } | null; token_r
 }
 
 /** An owner (account-scoped token) sets its keys' rates within its account's; operators set any. Refused before anything is written. */
-async function ownerRule(mc: ManagementConsole, scoped: boolean, account: string, p: RatesPatch): Promise<void> {
+async function ownerRule(mc: ConsoleService, scoped: boolean, account: string, p: RatesPatch): Promise<void> {
   if (!scoped || (p.requests == null && p.tokens == null)) return;
-  await mc.keys.rates.checkWithinAccount(account, { requests: p.requests ?? null, tokens: p.tokens ?? null });
+  await mc.rates.checkWithinAccount(account, { requests: p.requests ?? null, tokens: p.tokens ?? null });
 }
 
 export function tokenJson(t: TokenRecord): z.infer<typeof S.Token> {
@@ -79,14 +81,14 @@ function canonical(v: unknown): string {
 }
 
 /** `currency`: the deployment's currency code, shown with every balance. */
-export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, bookingPerMinute: number, currency = 'USD'): void {
+export function registerRoutes(app: FastifyInstance, mc: ConsoleService, bookingPerMinute: number, currency = 'USD'): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
   /** Book-keeping writes: a bucket per token of their own, apart from the token's other requests. */
   const booking = { rateLimit: { max: bookingPerMinute, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `booking:${req.principal?.token.id ?? req.ip}` } };
 
   /** An account with whether it has a wallet at all (never credited: none) and the deployment's currency. */
   async function accountView(account: string): Promise<z.infer<typeof S.Account>> {
-    const [info, exists] = await Promise.all([mc.accountInfo(account), mc.keys.redis.exists(mc.keys.schema.wallet(account))]);
+    const [info, exists] = await Promise.all([mc.accountInfo(account), mc.redis.exists(mc.schema.wallet(account))]);
     const a = accountJson(info);
     return { ...a, wallet: { ...a.wallet, exists: exists === 1 }, currency };
   }
@@ -97,7 +99,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
    */
   async function visibleKey(req: FastifyRequest, id: string): Promise<void> {
     const p = principal(req);
-    const account = await mc.keys.accountOfKeyId(id);
+    const account = await mc.accountOfKeyId(id);
     if (account === null || (p.token.account !== null && p.token.account !== account)) throw new ApiError('NOT_FOUND', `no key with id ${id}`);
   }
 
@@ -130,7 +132,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
   async function replayedKey(keyId: string): Promise<{ view: ManagedKeyView; key: string }> {
     const view = await mc.getKeyView(keyId);
     if (view.status === 'revoked') throw new ApiError('CONFLICT', `the key this Idempotency-Key created (${view.id}) has since been revoked`);
-    const { key } = await mc.keys.revealKey(view.id);
+    const { key } = await mc.revealKey(view.id);
     return { view, key };
   }
 
@@ -158,7 +160,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
         req,
         fingerprint,
         async () => {
-          const created = await mc.createKey(p.actor, input);
+          const created = await mc.createKey(input, p.actor);
           return { keyId: created.id, answer: { ...keyJson(await mc.getKeyView(created.id)), key: created.key } };
         },
         async (keyId) => {
@@ -217,8 +219,8 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
         ...(b.limit !== undefined && { limit: limitOf(b.limit) }),
         ...((b.rate !== undefined || b.token_rate !== undefined) && { rates: ratesOf(b) }),
       };
-      if (patch.rates) await ownerRule(mc, principal(req).token.account !== null, (await mc.keys.accountOfKeyId(req.params.id))!, patch.rates);
-      if (Object.keys(patch).length > 0) await mc.updateKey(principal(req).actor, req.params.id, patch);
+      if (patch.rates) await ownerRule(mc, principal(req).token.account !== null, (await mc.accountOfKeyId(req.params.id))!, patch.rates);
+      if (Object.keys(patch).length > 0) await mc.updateKey(req.params.id, patch, principal(req).actor);
       if (b.alert_thresholds !== undefined) await setAlertThresholds(mc, principal(req).actor, req.params.id, b.alert_thresholds); // events
       return keyJson(await mc.getKeyView(req.params.id));
     },
@@ -229,7 +231,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     { schema: { tags: ['keys'], operationId: 'revealKey', summary: "Show a key's plaintext again", security: SECURITY, params: S.KeyParams, response: { 200: S.Revealed, ...changeErrors(400, 404, 409) } } },
     async (req) => {
       await visibleKey(req, req.params.id);
-      return mc.revealKey(principal(req).actor, req.params.id);
+      return mc.revealKey(req.params.id, principal(req).actor);
     },
   );
 
@@ -238,7 +240,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     { schema: { tags: ['keys'], operationId: 'revokeKey', summary: 'Revoke a key (cannot be undone)', security: SECURITY, params: S.KeyParams, response: { 200: S.Key, ...changeErrors(400, 404) } } },
     async (req) => {
       await visibleKey(req, req.params.id);
-      await mc.revokeKey(principal(req).actor, req.params.id);
+      await mc.revokeKey(req.params.id, principal(req).actor);
       return keyJson(await mc.getKeyView(req.params.id));
     },
   );
@@ -267,7 +269,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
         req,
         `POST /v1/keys/${oldId}/roll ${canonical(req.body)}`,
         async () => {
-          const rolled = await mc.rollKey(principal(req).actor, oldId, req.body.grace_seconds ?? 0);
+          const rolled = await mc.rollKey(oldId, req.body.grace_seconds ?? 0, principal(req).actor);
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },
@@ -304,7 +306,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     },
     async (req) => {
       const p = requireAllAccounts(req, "set an account's rates");
-      await mc.setAccountRates(p.actor, req.params.account, ratesOf(req.body));
+      await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
       return accountJson(await mc.accountInfo(req.params.account));
     },
   );
@@ -324,7 +326,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
       },
       async (req) => {
         const p = requireAllAccounts(req, `${verb} an account`);
-        await mc.setAccountStatus(p.actor, req.params.account, verb === 'disable' ? 'disabled' : 'active');
+        await mc.setAccountStatus(req.params.account, verb === 'disable' ? 'disabled' : 'active', p.actor);
         return accountView(req.params.account);
       },
     );
@@ -348,7 +350,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     },
     async (req) => {
       const p = requireAllAccounts(req, 'crediting a wallet');
-      return creditJson(await mc.creditAccount(p.actor, req.params.account, req.body.amount_micros, req.body.reference));
+      return creditJson(await mc.creditAccount(req.params.account, req.body.amount_micros, req.body.reference, p.actor));
     },
   );
 
@@ -419,7 +421,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     { schema: { tags: ['tokens'], operationId: 'createToken', summary: 'Create a management token (operator; shown once)', security: SECURITY, body: S.CreateTokenBody, response: { 201: S.CreatedToken, ...changeErrors(400, 403, 413) } } },
     async (req, reply) => {
       const p = requireAllAccounts(req, 'managing tokens');
-      const t = await mc.createToken(p.actor, { name: req.body.name, account: req.body.account });
+      const t = await mc.createToken({ name: req.body.name, account: req.body.account }, p.actor);
       return reply.code(201).send({ ...tokenJson(t.record), token: t.token });
     },
   );
@@ -434,7 +436,7 @@ export function registerRoutes(app: FastifyInstance, mc: ManagementConsole, book
     { schema: { tags: ['tokens'], operationId: 'revokeToken', summary: 'Revoke a management token (operator)', security: SECURITY, params: S.TokenParams, response: { 200: S.Token, ...changeErrors(400, 403, 404) } } },
     async (req) => {
       const p = requireAllAccounts(req, 'managing tokens');
-      await mc.revokeToken(p.actor, req.params.id);
+      await mc.revokeToken(req.params.id, p.actor);
       return tokenJson(await mc.getToken(req.params.id));
     },
   );

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN } from '../console/management.ts';
-import { parseIsoInstant } from '../console/validate.ts';
+import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
 import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
@@ -25,7 +25,7 @@ const isoTime = z.iso.datetime({ offset: true }).describe('ISO-8601 instant');
 const expiry = z
   .string()
   .max(40)
-  .regex(/^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:\d{2}))?$/, 'must be an ISO-8601 date or date-time with a zone')
+  .regex(ISO_INSTANT_PATTERN, 'must be an ISO-8601 date or date-time with a zone')
   .refine(isRealInstant, 'is not a real calendar date and time')
   .describe('ISO-8601 date (midnight UTC) or date-time with a zone');
 

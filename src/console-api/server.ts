@@ -7,12 +7,12 @@
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { ReplyError } from 'ioredis';
 import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ConsoleError } from '../console/errors.ts';
-import type { ManagementConsole, TokenRecord } from '../console/management.ts';
+import { ConsoleError, isStoreOutage, STORE_OUTAGE } from '../console/errors.ts';
+import type { TokenRecord } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { consoleWebPlugin, type TokenDirectory } from '../console-web/plugin.ts';
 import { authenticate } from './auth.ts';
 import type { ConsoleApiConfig } from './config.ts';
@@ -46,26 +46,13 @@ function fieldName(where: string, path: readonly PropertyKey[]): string {
   return s;
 }
 
-/**
- * Whether an error that is none of the API's own (coded, validation, Fastify) is the store's outage,
- * by its type: the only other I/O of a request is the store client, whose failures to reach Redis
- * (refused or closed connections, command timeouts, retries exhausted, a Cluster without a node) are
- * plain errors or ioredis' abort errors. A reply error (Redis answered: a script or a type fault) and
- * the language's own errors (a bug) are internal errors, 500.
- */
-export function isStoreOutage(err: Error): boolean {
-  if (err instanceof ReplyError) return false;
-  if (err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError) return false;
-  return true;
-}
-
 /** Trust the nearest `n` proxies (the hops closest to this server). */
 function trustHops(n: number): (addr: string, hop: number) => boolean {
   return (_addr, hop) => hop < n;
 }
 
 /** The web page's view of management tokens: only active ones, by plaintext (sign-in) or id (every request). */
-function webTokens(mc: ManagementConsole): TokenDirectory {
+function webTokens(mc: ConsoleService): TokenDirectory {
   return {
     verify: (token) => mc.authenticate(token),
     byId: async (id) => {
@@ -78,7 +65,7 @@ function webTokens(mc: ManagementConsole): TokenDirectory {
   };
 }
 
-export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOptions, log: Logger): Promise<{ app: FastifyInstance; registry: Registry; routes: readonly ServedRoute[] }> {
+export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOptions, log: Logger): Promise<{ app: FastifyInstance; registry: Registry; routes: readonly ServedRoute[] }> {
   const app = Fastify({
     bodyLimit: opts.config.bodyLimitBytes,
     trustProxy: typeof opts.config.trustProxy === 'number' ? trustHops(opts.config.trustProxy) : opts.config.trustProxy,
@@ -165,8 +152,10 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
       const issue = err.validation[0]!;
       const where = err.validationContext ?? 'request';
       const field = fieldName(where, (issue.instancePath ?? '').split('/').filter(Boolean));
-      const unknown = /^Unrecognized keys?: (.*)$/.exec(issue.message ?? '');
-      e = new ApiError('INVALID_INPUT', unknown ? `${field}: unknown field ${unknown[1]!.slice(0, 100)}` : `${field}: ${issue.message}`);
+      // Unknown fields by the issue's kind (zod's `unrecognized_keys`), named as zod quotes them.
+      const keys = issue.keyword === 'unrecognized_keys' ? (issue.params as { keys?: unknown }).keys : undefined;
+      const unknown = Array.isArray(keys) ? keys.map((k) => `"${String(k)}"`).join(', ') : null;
+      e = new ApiError('INVALID_INPUT', unknown !== null ? `${field}: unknown field ${unknown.slice(0, 100)}` : `${field}: ${issue.message}`);
     } else {
       const fe = err as FastifyError;
       const status = fe.statusCode ?? 500;
@@ -174,12 +163,12 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
       else if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) e = new ApiError('UNSUPPORTED_MEDIA_TYPE', 'request body must be application/json');
       else if (fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') e = new ApiError('INVALID_INPUT', 'body: empty JSON body; send {} or no Content-Type');
       else if (status === 429) e = new ApiError('RATE_LIMITED', fe.message);
-      else if (status === 400) e = new ApiError('INVALID_INPUT', `body: ${fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || /JSON/.test(fe.message) ? 'not valid JSON' : fe.message.slice(0, 200)}`);
+      else if (status === 400) e = new ApiError('INVALID_INPUT', `body: ${fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError ? 'not valid JSON' : fe.message.slice(0, 200)}`);
       else if (status === 405) e = new ApiError('METHOD_NOT_ALLOWED', 'method not allowed');
       else if (status >= 400 && status < 500) e = new ApiError('INVALID_INPUT', fe.message.slice(0, 200));
       else {
         log.error({ err: { name: err.name, message: err.message.slice(0, 300) }, route: req.routeOptions.url }, 'console request failed');
-        e = isStoreOutage(err) ? new ApiError('STORE_UNAVAILABLE', 'the store is unavailable; nothing was changed') : new ApiError('INTERNAL', 'internal error');
+        e = isStoreOutage(err) ? new ApiError(STORE_OUTAGE.api, STORE_OUTAGE.apiMessage) : new ApiError('INTERNAL', 'internal error');
       }
     }
     if (e.code === 'RATE_LIMITED') {
@@ -191,7 +180,7 @@ export async function buildConsoleApp(mc: ManagementConsole, opts: ConsoleAppOpt
 
   // The web page (`/`, `/session`): its session cookie stands for the account-scoped token it signed in with.
   await app.register(consoleWebPlugin, {
-    redis: mc.keys.redis,
+    redis: mc.redis,
     namespace: opts.config.redisNamespace,
     sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
     publicOrigin: opts.config.publicOrigin,

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { TOKEN_KINDS, USAGE_GROUPINGS, USAGE_SUMMARY_MAX_DAYS, usageSummaryJson } from '../console/usage-summary.ts';
 import { requireAccount } from './auth.ts';
 import { AccountParams, ErrorBody } from './schemas.ts';
@@ -24,7 +24,7 @@ const Summary = z.object({
   truncated: z.boolean().describe('the span held more entries than one answer sums; ask for a shorter span'),
 });
 
-export function registerUsageRoutes(app: FastifyInstance, mc: ManagementConsole): void {
+export function registerUsageRoutes(app: FastifyInstance, mc: ConsoleService): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v1/accounts/:account/usage',
     {

@@ -6,19 +6,19 @@
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
  *   const { id, key } = await kc.createKey({ account: 'acct-42', name: 'ci', models: ['openai/*'] });
  */
+export { KeyConsole, ConsoleService, type KeyConsoleOptions } from './service.ts';
 export {
-  KeyConsole,
   generateKeyId,
-  type AccountInfo,
-  type AccountResult,
   type KeyView,
+  type ManagedKey,
   type CreatedKey,
   type CreateKeyInput,
   type ExpiryInput,
-  type KeyConsoleOptions,
   type KeyUpdate,
   type RevokeResult,
-} from './key-console.ts';
+} from './keys.ts';
+export { type AccountInfo, type AccountResult } from './accounts.ts';
+export { CLI_ACTOR, type Actor } from './management.ts';
 export { type AccountWallet, type CreditResult, type KeyUsage, type UsageInput, type UsageResult, MONEY_DEFAULTS } from './wallet.ts';
 export { accountJson, keyJson, keyRecordJson } from './views.ts';
 export {

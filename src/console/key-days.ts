@@ -6,7 +6,7 @@
 import { KEY_DAYS_KEPT } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
 import { serverNow } from './key-list.ts';
-import type { ManagementConsole } from './management.ts';
+import type { ConsoleService } from './service.ts';
 
 export const KEY_DAYS_MAX = 31;
 const DAY_MS = 86_400_000;
@@ -29,9 +29,9 @@ export function parseKeyDay(value: string): [number, number, number, number] | n
 }
 
 /** The last `days` UTC days (today included) of a key's usage. The key's account is the caller's to check. */
-export async function keyDays(mc: ManagementConsole, account: string, keyId: string, days: number): Promise<KeyDay[]> {
+export async function keyDays(mc: ConsoleService, account: string, keyId: string, days: number): Promise<KeyDay[]> {
   if (!Number.isInteger(days) || days < 1 || days > Math.min(KEY_DAYS_MAX, KEY_DAYS_KEPT)) throw new ConsoleError('INVALID_INPUT', `days must be 1-${KEY_DAYS_MAX}`);
-  const [hash, now] = await Promise.all([mc.keys.redis.hgetall(mc.keys.schema.keyDays(account, keyId)), serverNow(mc)]);
+  const [hash, now] = await Promise.all([mc.redis.hgetall(mc.schema.keyDays(account, keyId)), serverNow(mc)]);
   const today = Math.floor(now / DAY_MS);
   const out: KeyDay[] = [];
   for (let d = today - days + 1; d <= today; d++) {

@@ -15,10 +15,10 @@
 import type { KeyStatusFilter } from '../core/key-page.ts';
 import { KEY_INFO_BUILT, parseKeyInfo, type KeyInfo } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
-import type { KeyConsole } from './key-console.ts';
+import type { ConsoleService } from './service.ts';
 
 /** Builds the account's index from its records when it holds fewer keys than the account has. */
-export async function ensureIndex(kc: KeyConsole, account: string): Promise<void> {
+export async function ensureIndex(kc: ConsoleService, account: string): Promise<void> {
   const s = kc.schema;
   const [all, indexed, orphans] = await Promise.all([
     kc.redis.scard(s.accountKeys(account)),
@@ -52,7 +52,7 @@ export function rangeable(status: KeyStatusFilter, sort: string, q: string): boo
  * One page of ids by creation time from `keyorder` (All, Revoked) or `keycur` (Current), after the
  * cursor; ties in created_at are ordered by id, like the sorted set itself.
  */
-export async function rangePage(kc: KeyConsole, account: string, status: 'all' | 'current' | 'revoked', desc: boolean, cursor: Cursor | null, limit: number): Promise<IdPage> {
+export async function rangePage(kc: ConsoleService, account: string, status: 'all' | 'current' | 'revoked', desc: boolean, cursor: Cursor | null, limit: number): Promise<IdPage> {
   const s = kc.schema;
   const r = kc.redis;
   const z = status === 'current' ? s.keyCurrent(account) : s.keyOrder(account);
@@ -75,7 +75,7 @@ export async function rangePage(kc: KeyConsole, account: string, status: 'all' |
 }
 
 /** The rank just after the cursor in the sorted set's order (ascending, or descending with `desc`). */
-async function after(kc: KeyConsole, z: string, desc: boolean, c: Cursor): Promise<number> {
+async function after(kc: ConsoleService, z: string, desc: boolean, c: Cursor): Promise<number> {
   const r = kc.redis;
   const rank = desc ? await r.zrevrank(z, c.id) : await r.zrank(z, c.id);
   const score = rank === null ? null : await r.zscore(z, c.id);
@@ -88,7 +88,7 @@ async function after(kc: KeyConsole, z: string, desc: boolean, c: Cursor): Promi
 }
 
 /** The `keyinfo` entries of the given ids (Active, Expired, … over the current keys), or of every key (ids null). */
-export async function infoOf(kc: KeyConsole, account: string, ids: readonly string[] | null): Promise<KeyInfo[]> {
+export async function infoOf(kc: ConsoleService, account: string, ids: readonly string[] | null): Promise<KeyInfo[]> {
   const s = kc.schema;
   const out: KeyInfo[] = [];
   const push = (id: string, v: string | null) => {
@@ -108,6 +108,6 @@ export async function infoOf(kc: KeyConsole, account: string, ids: readonly stri
 }
 
 /** The ids of the account's current (not revoked) keys: at most its active-key limit. */
-export function currentIds(kc: KeyConsole, account: string): Promise<string[]> {
+export function currentIds(kc: ConsoleService, account: string): Promise<string[]> {
   return kc.redis.zrange(kc.schema.keyCurrent(account), '0', '-1');
 }

@@ -10,7 +10,8 @@ import { NO_GATE, parseGate } from '../schema/money.ts';
 import { LIMITS } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
 import { currentIds, ensureIndex, infoOf, rangePage, rangeable } from './key-index.ts';
-import type { ManagedKeyView, ManagementConsole } from './management.ts';
+import type { ManagedKeyView } from './keys.ts';
+import type { ConsoleService } from './service.ts';
 
 export interface KeyListPage {
   readonly keys: (ManagedKeyView & KeyStateOf)[];
@@ -21,8 +22,8 @@ export interface KeyListPage {
   readonly maxActiveKeys: number;
 }
 
-export async function serverNow(mc: ManagementConsole): Promise<number> {
-  const redis = mc.keys.redis;
+export async function serverNow(mc: ConsoleService): Promise<number> {
+  const redis = mc.redis;
   const [sec, micro] = redis instanceof Cluster ? await redis.nodes('master')[0]!.time() : await redis.time();
   return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
 }
@@ -39,10 +40,10 @@ export function rateLimitedNow(v: object): boolean {
   return !!x.rates && !!x.rateUse && (full(x.rates.requests, x.rateUse.requests) || full(x.rates.tokens, x.rateUse.tokens));
 }
 
-export async function listKeyPage(mc: ManagementConsole, account: string, q: PageQuery): Promise<KeyListPage> {
-  const s = mc.keys.schema;
-  const redis = mc.keys.redis;
-  await ensureIndex(mc.keys, account);
+export async function listKeyPage(mc: ConsoleService, account: string, q: PageQuery): Promise<KeyListPage> {
+  const s = mc.schema;
+  const redis = mc.redis;
+  await ensureIndex(mc, account);
   const [gateHash, active, now] = await Promise.all([redis.hgetall(s.gate(account)), redis.scard(s.accountActiveKeys(account)), serverNow(mc)]);
   const gate = Object.keys(gateHash).length === 0 ? NO_GATE : parseGate(gateHash);
   if (typeof gate === 'string') throw new ConsoleError('CORRUPT', `account ${account}: gate record does not follow the schema (${gate})`);
@@ -52,7 +53,7 @@ export async function listKeyPage(mc: ManagementConsole, account: string, q: Pag
   let total: number;
   if (rangeable(q.status, q.sort, q.q)) {
     // Newest or oldest first with no search: a range of the index, the page's own size.
-    const r = await rangePage(mc.keys, account, q.status as 'all' | 'current' | 'revoked', q.sort === '-created', q.cursor, q.limit);
+    const r = await rangePage(mc, account, q.status as 'all' | 'current' | 'revoked', q.sort === '-created', q.cursor, q.limit);
     ids = r.ids.map((k) => k.id);
     const last = r.ids[r.ids.length - 1];
     next = r.more && last ? encodeCursor(q.sort, last.createdAt, last.id) : null;
@@ -61,10 +62,10 @@ export async function listKeyPage(mc: ManagementConsole, account: string, q: Pag
     // Other filters cover the current keys only (at most the active-key limit); a search or another
     // sort reads every key's small index fields, never the records.
     const subsetOfCurrent = q.status !== 'all' && q.status !== 'revoked';
-    const infos = await infoOf(mc.keys, account, subsetOfCurrent ? await currentIds(mc.keys, account) : null);
+    const infos = await infoOf(mc, account, subsetOfCurrent ? await currentIds(mc, account) : null);
     // Whether a key is rate-limited (and so not active) is in its rate windows: with rate limits, the
     // Active and Rate limited filters read the views of the current keys (at most the active-key limit).
-    const rated = 'rates' in mc.keys && (q.status === 'active' || q.status === 'rate_limited');
+    const rated = q.status === 'active' || q.status === 'rate_limited';
     const views = rated ? new Map((await Promise.all(infos.map((k) => mc.getKeyView(k.id)))).map((v) => [v.id, v])) : null;
     const page = selectPage(infos, q, (k) => stateOf(views?.get(k.id) ?? k));
     ids = page.keys.map((k) => k.id);

@@ -5,7 +5,7 @@
  */
 import { parseUsageEntry } from '../schema/money.ts';
 import { ConsoleError } from './errors.ts';
-import type { ManagementConsole } from './management.ts';
+import type { ConsoleService } from './service.ts';
 import { validateAccountId } from './validate.ts';
 
 export interface LedgerEntry {
@@ -44,10 +44,10 @@ export function decodeLedgerCursor(cursor: string): { time: number; id: string }
 
 const USAGE_ID = /^\d{1,16}-\d{1,16}$/;
 
-export async function ledgerPage(mc: ManagementConsole, account: string, o: { limit: number; cursor: { time: number; id: string } | null }): Promise<{ entries: LedgerEntry[]; next: string | null }> {
+export async function ledgerPage(mc: ConsoleService, account: string, o: { limit: number; cursor: { time: number; id: string } | null }): Promise<{ entries: LedgerEntry[]; next: string | null }> {
   validateAccountId(account);
-  const s = mc.keys.schema;
-  const redis = mc.keys.redis;
+  const s = mc.schema;
+  const redis = mc.redis;
   const c = o.cursor;
   // Charges strictly after the cursor in ledger order: before its stream id (exclusive), or up to the end of its millisecond after a credit.
   const end = c === null ? '+' : USAGE_ID.test(c.id) ? `(${c.id}` : `${c.time}`;

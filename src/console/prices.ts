@@ -8,7 +8,7 @@ import { FAMILIES } from '../core/family.ts';
 import { decodePrice, encodePrice, MAX_PRICE_MICROS, MAX_PRICES, priceField, pricesKey, type PriceRecord } from '../schema/prices.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
-import { appendAudit } from './key-console.ts';
+import { appendAudit } from './management.ts';
 import { AUDIT_WRITE, NOW } from './scripts.ts';
 
 /** The longest model name the console takes (it travels in a URL path segment). */
@@ -113,11 +113,11 @@ export class PriceBook {
   }
 
   /** Sets (or replaces) a model's price; the model and price are validated first. */
-  async set(model: string, price: PriceRecord, audit: (model: string, p: PriceRecord) => PriceAudit): Promise<PriceEntry> {
+  async set(model: string, price: PriceRecord, audit?: (model: string, p: PriceRecord) => PriceAudit): Promise<PriceEntry> {
     const field = validatePriceModel(model);
     const rec = validatePrice(price);
     const value = encodePrice(rec);
-    const a = audit(field, rec);
+    const a = audit?.(field, rec);
     const r = String(await this.#eval(PRICE_SET, [field, value, String(MAX_PRICES)], a));
     if (r === 'LIMIT') throw new ConsoleError('LIMIT', `the price table holds at most ${MAX_PRICES} models`);
     const stored = decodePrice(r);
@@ -126,14 +126,15 @@ export class PriceBook {
   }
 
   /** Removes a model's price (NOT_FOUND when it has none). */
-  async remove(model: string, audit: (model: string) => PriceAudit): Promise<void> {
+  async remove(model: string, audit?: (model: string) => PriceAudit): Promise<void> {
     const field = validatePriceModel(model);
-    const r = String(await this.#eval(PRICE_REMOVE, [field], audit(field)));
+    const r = String(await this.#eval(PRICE_REMOVE, [field], audit?.(field)));
     if (r === 'NOTFOUND') throw new ConsoleError('NOT_FOUND', `no price for model ${field}`);
   }
 
   /** The script with its audit event in it; on Cluster the event follows a change that took place. */
-  async #eval(script: string, args: string[], audit: PriceAudit): Promise<unknown> {
+  async #eval(script: string, args: string[], audit: PriceAudit | undefined): Promise<unknown> {
+    if (audit === undefined) return this.#redis.eval(script, 1, this.#key, ...args);
     if (!this.#cluster) return this.#redis.eval(script, 3, this.#key, ...audit.lists, ...args, audit.event);
     const r = await this.#redis.eval(script, 1, this.#key, ...args);
     if (r !== 'LIMIT' && r !== 'NOTFOUND') await appendAudit(this.#redis, true, audit.lists, audit.event);

@@ -11,7 +11,7 @@
  * Results are status words: OK, EXISTS, LIMIT, PAST, NOTFOUND, REVOKED, ALREADY, CORRUPT.
  */
 
-import { KEY_INFO_BUILT } from '../schema/redis-schema.ts';
+import { AccountField, KEY_INFO_BUILT, KeyField } from '../schema/redis-schema.ts';
 
 export const NOW = `
 local t = redis.call('TIME')
@@ -21,7 +21,7 @@ local now_s = string.format('%d', now)
 
 /** Writes field/value pairs from ARGV[from..last] plus created_at/updated_at/rev into KEYS[rec]. */
 const WRITE_RECORD = (rec: number, from: number, last = '#ARGV') => `
-redis.call('HSET', KEYS[${rec}], 'created_at', now_s, 'updated_at', now_s, 'rev', '1', unpack(ARGV, ${from}, ${last}))
+redis.call('HSET', KEYS[${rec}], '${KeyField.createdAt}', now_s, '${KeyField.updatedAt}', now_s, '${KeyField.rev}', '1', unpack(ARGV, ${from}, ${last}))
 `;
 
 /** Audit retention: the newest events kept overall and per account (docs/redis-schema.md). */
@@ -84,7 +84,7 @@ local function index_put(order, cur, info, id, rev, created, expires, status, hi
   return 1
 end
 local function index_key(rec, order, cur, info)
-  local r = redis.call('HMGET', rec, 'id', 'rev', 'created_at', 'expires_at', 'status', 'hint', 'name')
+  local r = redis.call('HMGET', rec, '${KeyField.id}', '${KeyField.rev}', '${KeyField.createdAt}', '${KeyField.expiresAt}', '${KeyField.status}', '${KeyField.hint}', '${KeyField.name}')
   if not r[1] then return 0 end
   return index_put(order, cur, info, r[1], r[2] or '0', r[3] or '0', r[4] or '', r[5] or 'active', r[6] or '', r[7] or '')
 end
@@ -150,14 +150,14 @@ if idx then nkeys = 4 end
 local nargs = #ARGV
 local audit_ev = false
 if #KEYS == nkeys + 2 then audit_ev = ARGV[nargs]; nargs = nargs - 1 end
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status')
+local cur = redis.call('HMGET', KEYS[1], '${KeyField.id}', '${KeyField.status}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
 local i = 2
 while i <= nargs do
   if ARGV[i] == 'set' then
-    if ARGV[i + 1] == 'expires_at' and tonumber(ARGV[i + 2]) <= now then return 'PAST' end
+    if ARGV[i + 1] == '${KeyField.expiresAt}' and tonumber(ARGV[i + 2]) <= now then return 'PAST' end
     i = i + 3
   else
     i = i + 2
@@ -173,8 +173,8 @@ while i <= nargs do
     i = i + 2
   end
 end
-redis.call('HSET', KEYS[1], 'updated_at', now_s)
-redis.call('HINCRBY', KEYS[1], 'rev', 1)
+redis.call('HSET', KEYS[1], '${KeyField.updatedAt}', now_s)
+redis.call('HINCRBY', KEYS[1], '${KeyField.rev}', 1)
 if idx then index_key(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end
 local g = nkeys + 1
 if audit_ev then
@@ -193,21 +193,21 @@ return 'OK'`;
  * revoking it again.
  */
 export const STASH_MODELS = (rec: number) => `
-local stash_m = redis.call('HGET', KEYS[${rec}], 'models')
+local stash_m = redis.call('HGET', KEYS[${rec}], '${KeyField.models}')
 if stash_m then
-  redis.call('HSET', KEYS[${rec}], 'revoked_models', stash_m)
-  redis.call('HDEL', KEYS[${rec}], 'models')
+  redis.call('HSET', KEYS[${rec}], '${KeyField.revokedModels}', stash_m)
+  redis.call('HDEL', KEYS[${rec}], '${KeyField.models}')
 end
 `;
 
 /** The revoke of an active record KEYS[rec]: status, times, the envelope deleted, the model list stashed. */
 export const REVOKE_WRITE = (rec: number) => `
-redis.call('HSET', KEYS[${rec}], 'status', 'revoked', 'revoked_at', now_s, 'updated_at', now_s)
-redis.call('HDEL', KEYS[${rec}], 'secret')
+redis.call('HSET', KEYS[${rec}], '${KeyField.status}', 'revoked', '${KeyField.revokedAt}', now_s, '${KeyField.updatedAt}', now_s)
+redis.call('HDEL', KEYS[${rec}], '${KeyField.secret}')
 ${STASH_MODELS(rec)}`;
 
 const REVOKE_RECORD = `
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'account')
+local cur = redis.call('HMGET', KEYS[1], '${KeyField.id}', '${KeyField.status}', '${KeyField.account}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 local result = 'OK'
 if cur[2] == 'revoked' then
@@ -215,13 +215,13 @@ if cur[2] == 'revoked' then
   ${STASH_MODELS(1)}
 else
   ${REVOKE_WRITE(1)}
-  redis.call('HINCRBY', KEYS[1], 'rev', 1)
+  redis.call('HINCRBY', KEYS[1], '${KeyField.rev}', 1)
 end
 `;
 
 /** Revoke, one shot. KEYS: record, account active keys, keyorder, keycur, keyinfo. ARGV: key id, account. */
 export const REVOKE_ALL = `${NOW}${INDEX_FUNCTIONS}${AUDIT_ARGS(5)}
-local acct = redis.call('HGET', KEYS[1], 'account')
+local acct = redis.call('HGET', KEYS[1], '${KeyField.account}')
 if acct and acct ~= ARGV[2] then return 'CORRUPT' end
 ${REVOKE_RECORD}
 redis.call('SREM', KEYS[2], ARGV[1])
@@ -238,8 +238,8 @@ return result`;
 
 /** Account status. KEYS: account. ARGV: 'active' | 'disabled'. Returns the previous status or ''. */
 export const SET_ACCOUNT_STATUS = `${NOW}${AUDIT_ARGS(1)}
-local prev = redis.call('HGET', KEYS[1], 'status')
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_at', now_s)
+local prev = redis.call('HGET', KEYS[1], '${AccountField.status}')
+redis.call('HSET', KEYS[1], '${AccountField.status}', ARGV[1], '${AccountField.updatedAt}', now_s)
 if (prev or 'active') ~= ARGV[1] then
 ${AUDIT_WRITE(2)}
 end
@@ -250,16 +250,16 @@ return prev or ''`;
  * at once at grace 0, otherwise its expiry becomes now + grace (or stays, if sooner).
  */
 const RETIRE_OLD = `
-redis.call('HSET', KEYS[1], 'updated_at', now_s)
+redis.call('HSET', KEYS[1], '${KeyField.updatedAt}', now_s)
 if grace == 0 then
   ${REVOKE_WRITE(1)}
 else
   local at = now + grace
   if cur[3] == false or tonumber(cur[3]) > at then
-    redis.call('HSET', KEYS[1], 'expires_at', string.format('%d', at))
+    redis.call('HSET', KEYS[1], '${KeyField.expiresAt}', string.format('%d', at))
   end
 end
-redis.call('HINCRBY', KEYS[1], 'rev', 1)
+redis.call('HINCRBY', KEYS[1], '${KeyField.rev}', 1)
 `;
 
 /**
@@ -272,7 +272,7 @@ redis.call('HINCRBY', KEYS[1], 'rev', 1)
  * expiry becomes now + grace (or stays, if sooner).
  */
 export const ROLL_ALL = `${NOW}${INDEX_FUNCTIONS}${AUDIT_ARGS(8)}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], '${KeyField.id}', '${KeyField.status}', '${KeyField.expiresAt}', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
@@ -287,7 +287,7 @@ redis.call('SADD', KEYS[4], ARGV[2])
 redis.call('SADD', KEYS[5], ARGV[2])
 redis.call('SET', KEYS[3], ARGV[5])
 ${WRITE_RECORD(2, 7, 'nargs')}
-redis.call('HSET', KEYS[1], 'rolled_to', ARGV[2])
+redis.call('HSET', KEYS[1], '${KeyField.rolledTo}', ARGV[2])
 ${RETIRE_OLD}
 if grace == 0 then redis.call('SREM', KEYS[5], ARGV[1]) end
 index_key(KEYS[2], KEYS[6], KEYS[7], KEYS[8])
@@ -297,22 +297,22 @@ return 'OK'`;
 
 /** Cluster roll, step 1: claims the old record for one new key. KEYS: old record. ARGV: old id, new id. */
 export const ROLL_CLAIM = `
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], '${KeyField.id}', '${KeyField.status}', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] then return 'NOTFOUND' end
 if cur[2] == 'revoked' then return 'REVOKED' end
 if cur[2] ~= 'active' then return 'CORRUPT' end
 if cur[3] then return 'ROLLED' end
-redis.call('HSET', KEYS[1], 'rolled_to', ARGV[2])
+redis.call('HSET', KEYS[1], '${KeyField.rolledTo}', ARGV[2])
 return 'OK'`;
 
 /** Cluster roll, undo of a claim whose new key was not created. KEYS: old record. ARGV: new id. */
 export const ROLL_UNCLAIM = `
-if redis.call('HGET', KEYS[1], 'rolled_to') == ARGV[1] then redis.call('HDEL', KEYS[1], 'rolled_to') end
+if redis.call('HGET', KEYS[1], '${KeyField.rolledTo}') == ARGV[1] then redis.call('HDEL', KEYS[1], '${KeyField.rolledTo}') end
 return 'OK'`;
 
 /** Cluster roll, last step: the old key's retirement. KEYS: old record. ARGV: old id, new id, grace ms. */
 export const ROLL_FINISH = `${NOW}
-local cur = redis.call('HMGET', KEYS[1], 'id', 'status', 'expires_at', 'rolled_to')
+local cur = redis.call('HMGET', KEYS[1], '${KeyField.id}', '${KeyField.status}', '${KeyField.expiresAt}', '${KeyField.rolledTo}')
 if cur[1] ~= ARGV[1] or cur[4] ~= ARGV[2] then return 'NOTFOUND' end
 if cur[2] ~= 'active' then return 'OK' end
 local grace = tonumber(ARGV[3])

@@ -85,6 +85,8 @@ export function parseModelList(csv: string): string[] {
 
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:\d{2})$/;
+/** The shape of an ISO-8601 instant the console takes (a date, or a date-time with a zone): written once, stated by the API's schema (and so its OpenAPI document), applied by parseIsoInstant. */
+export const ISO_INSTANT_PATTERN = new RegExp(`^(?:${ISO_DATE.source.slice(1, -1)}|${ISO_DATE_TIME.source.slice(1, -1)})$`);
 const MAX_EXPIRY = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /**

@@ -5,7 +5,8 @@
 import type { LimitPeriod, TokenTotals, UsageEntry } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRate, type Rates } from '../schema/rates.ts';
-import type { AccountInfo, KeyView } from './key-console.ts';
+import type { AccountInfo } from './accounts.ts';
+import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
 import type { CreditResult, UsageResult } from './wallet.ts';
 

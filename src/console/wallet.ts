@@ -20,6 +20,7 @@ import {
   BOOK_ID_RULE,
   spendIn,
   WalletField,
+  GateField,
   type KeyLimit,
   type KeySpend,
   type KeyUse,
@@ -29,7 +30,7 @@ import {
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
-import { eventKeysFor } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
+import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
 
 /** Defaults of the money options (library options of `KeyConsole`). */
@@ -152,6 +153,7 @@ export class WalletOps {
     const s = this.#s;
     const ev = await eventKeysFor(this.#redis, s.ns, account); // events
     const r = (await this.#redis.eval(lua.CREDIT, 5, s.wallet(account), s.credits(account), s.gate(account), ...ev, String(amount), reference, String(MAX_BALANCE_MICROS), account)) as string[];
+    if (eventsWritten(r, 2) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { account, reference, amountMicros: amount, credited: true, balanceMicros: Number(r[1]) };
@@ -203,6 +205,7 @@ export class WalletOps {
       outTok,
       account, // events
     )) as string[];
+    if (eventsWritten(r, 4) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
@@ -240,7 +243,7 @@ export class WalletOps {
   /** Removes the spend record (and its gate entry) of a key id that never became a key (a create that collided, a lost roll). */
   async dropSpend(account: string, keyId: string): Promise<void> {
     await this.#redis.del(this.#s.keySpend(account, keyId));
-    await this.#redis.hdel(this.#s.gate(account), `limit:${keyId}`);
+    await this.#redis.hdel(this.#s.gate(account), `${GateField.limitPrefix}${keyId}`);
   }
 
   /** A roll's new key starts with the old key's spend record (periods, total, limit); its block is set at once. */

@@ -52,5 +52,7 @@ export function rateProblem(text: string, kind: RateKind): string | null {
   if (!('error' in r)) return null;
   const what = kind === 'requests' ? 'requests' : 'tokens';
   if (/^[1-9]\d*\/[smhd]$/.test(t)) return `Use at most ${maxRateOf(kind).toLocaleString('en-US')} ${what} per window.`;
+  // 0/s or -5/s: the form is right, the number is not; say so rather than repeat the form.
+  if (/^(-\s*\d+|0+)\/[smhd]$/.test(t)) return `Use at least 1 ${kind === 'requests' ? 'request' : 'token'} per window. Empty has no limit.`;
   return `Write ${what} per unit as N/UNIT, like 5/s or 1000/m (unit s, m, h or d). Empty has no limit.`;
 }

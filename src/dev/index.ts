@@ -21,7 +21,7 @@ import { createServer, type Server } from 'node:net';
 import { delimiter, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loadConfig, loadConsoleConfig } from '../config.ts';
-import { KeyConsole } from '../console/key-console.ts';
+import { ConsoleService } from '../console/service.ts';
 import { formatAmount } from '../schema/money.ts';
 import { encodePrice, type PriceRecord } from '../schema/prices.ts';
 import { schema } from '../schema/redis-schema.ts';
@@ -330,7 +330,7 @@ const demoKeyComponent: DevComponent = {
     if (!existsSync(revealPath)) secretFile(revealPath, `base64:${randomBytes(32).toString('base64')}\n`);
     ctx.revealKey = readFileSync(revealPath, 'utf8').trim();
     const config = loadConsoleConfig({ redisUrl: ctx.redisUrl });
-    const kc = new KeyConsole({ redis: ctx.redisUrl, revealKey: ctx.revealKey, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
+    const kc = new ConsoleService({ redis: ctx.redisUrl, revealKey: ctx.revealKey, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
     const keyPath = join(dir, 'demo-key.json');
     try {
       let demo: { id: string; key: string; account: string } | undefined;
@@ -388,7 +388,7 @@ const consoleComponent: DevComponent = {
         if (rec && rec.status === 'active') saved = s;
       }
       if (!saved) {
-        const { token, record } = await server.console.createToken(CLI_ACTOR, { name: 'keygate dev demo owner', account: ctx.demoKey!.account });
+        const { token, record } = await server.console.createToken({ name: 'keygate dev demo owner', account: ctx.demoKey!.account }, CLI_ACTOR);
         saved = { id: record.id, token };
         secretFile(tokenPath, `${JSON.stringify(saved)}\n`);
       }

@@ -3,7 +3,9 @@
  * same atomic step as the change it tells of (a money script's KEYS all carry the account's hash
  * tag `{acct}`; the event stream and the alerts hash do too).
  *
- * `EMIT_EVENT` defines `emit_event(stream, account, type, data_json)`. `json_str(s)` quotes a
+ * `EMIT_EVENT` defines `emit_event(stream, account, type, data_json)`, and `events_emitted`, the events
+ * it wrote: a script returns it so that its caller wakes the delivery worker for the account
+ * (`wakeAccounts`: the due set is in the `{wh}` slot, which a script of the account's slot cannot touch). `json_str(s)` quotes a
  * string; numbers are written with `fmt` (`%d`, exact up to 2^53; never cjson, which writes 1e+14).
  *
  * `ALERT_CHECKS` defines, for the usage and credit scripts (and a metered booking, which reuses the
@@ -22,8 +24,10 @@ export const DEFAULT_KEY_THRESHOLDS = [50, 80, 100] as const;
 
 export const EMIT_EVENT = `
 local function json_str(s) return cjson.encode(s) end
+local events_emitted = 0
 local function emit_event(stream, account, etype, data_json)
   redis.call('XADD', stream, 'MAXLEN', '~', '${EVENT_STREAM_MAXLEN}', '*', 'type', etype, 'account', account, 'data', data_json)
+  events_emitted = events_emitted + 1
 end
 `;
 

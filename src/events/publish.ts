@@ -3,8 +3,11 @@
  *
  * A Lua script that publishes (src/events/lua.ts) gets `eventKeys(...)` appended to its KEYS and the
  * account as its last ARGV; its caller first runs `noteAccount` (the list of accounts with a
- * stream, which the delivery worker walks, is written before the stream: an account in the list may
- * have no events yet, never the reverse — the same rule as the usage export's account list).
+ * stream, which the delivery worker's slow sweep walks, is written before the stream: an account in
+ * the list may have no events yet, never the reverse — the same rule as the usage export's account
+ * list), and after it `wakeAccounts` when the script reports events written: the account is put in
+ * the due set the worker reads each pass (written after the stream: a woken account always finds its
+ * event). A wake-up lost (a publisher dying between the two) is made good by the sweep.
  *
  * Events published here (not in the change's own script) come right after the change; a crash
  * between the two loses that one event (documented).
@@ -15,7 +18,8 @@ import type { KeyRecord } from '../schema/redis-schema.ts';
 import { SET_WALLET_LOW } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
 import { ConsoleError } from '../console/errors.ts';
-import type { Actor, ManagementConsole } from '../console/management.ts';
+import type { Actor } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { schema as keySchema } from '../schema/redis-schema.ts';
 
 type RedisClient = Redis | Cluster;
@@ -50,6 +54,7 @@ export class EventPublisher {
     const acct = account ?? NO_ACCOUNT;
     await this.noteAccount(acct);
     const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', 'type', type, 'account', acct, 'data', JSON.stringify(data));
+    await wakeAccounts(this.redis, this.#ns, [acct]);
     return eventId(String(id), acct);
   }
 
@@ -143,9 +148,24 @@ export async function eventKeysFor(redis: RedisClient, namespace: string, accoun
   return [s.stream(account), s.alerts(account)];
 }
 
+/**
+ * Puts accounts whose streams just got events in the delivery worker's due set (score 0: due now),
+ * after the write. Never throws: the events are written, and a wake-up that did not reach Redis is
+ * made good by the worker's sweep (every 5 minutes; docs/events.md "Delivery").
+ */
+export async function wakeAccounts(redis: RedisClient, namespace: string, accounts: readonly string[]): Promise<void> {
+  if (accounts.length === 0) return;
+  await redis.zadd(eventsSchema(namespace).due(), ...accounts.flatMap((a) => ['0', a])).catch(() => {});
+}
+
+/** The number of events a publishing money script reports having written (its reply's `at`-th element). */
+export function eventsWritten(reply: unknown, at: number): number {
+  return Array.isArray(reply) && reply[0] === 'OK' ? Number(reply[at] ?? 0) || 0 : 0;
+}
+
 /** Sets a key's limit thresholds (validated), audited as `alert`: the API's PATCH and the CLI's `keys update --alert-at`. */
-export async function setAlertThresholds(mc: ManagementConsole, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
-  const key = await mc.keys.getKey(keyId);
+export async function setAlertThresholds(mc: ConsoleService, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
+  const key = await mc.getKey(keyId);
   const t = await mc.events.setKeyThresholds(key.account, key.id, thresholds);
   await mc.audit(actor, 'alert', key.account, key.id, { alert_thresholds: t });
   return t;

@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { ManagementConsole } from '../console/management.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { requireAccount, principal } from '../console-api/auth.ts';
 import { ApiError } from '../console-api/errors.ts';
 import { AccountId, ErrorBody } from '../console-api/schemas.ts';
@@ -56,7 +56,7 @@ const KeySelf = z.object({
   token_rate: z.null().describe('tokens per minute and the current window (not yet)'),
 });
 
-export function registerEventRoutes(app: FastifyInstance, mc: ManagementConsole): void {
+export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
   const store = () => webhooksOf(mc);
   const allowPrivate = loadWebhookConfig().allowPrivate;
@@ -160,16 +160,16 @@ export function registerEventRoutes(app: FastifyInstance, mc: ManagementConsole)
       const cred = findCredential((h: KeyHeader) => req.headers[h]);
       const refused = new ApiError('UNAUTHENTICATED', `send the API key in ${KEY_HEADERS.join(', ')}`);
       if (cred.kind !== 'key') throw refused;
-      const prefix = mc.keys.keyPrefix;
-      const s = mc.keys.schema;
+      const prefix = mc.keyPrefix;
+      const s = mc.schema;
       // One read for any well-formed key (unknown, revoked or valid): the same work until the status is known.
       const digest = keyDigest(isWellFormedKey(cred.key, prefix) ? cred.key : `${prefix}invalid`);
-      const [id, status, expiresAt] = await mc.keys.redis.hmget(s.keyRecord(digest), 'id', 'status', 'expires_at');
+      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), 'id', 'status', 'expires_at');
       const now = Date.now();
       if (!isWellFormedKey(cred.key, prefix) || id == null || status !== 'active' || (expiresAt !== null && Number(expiresAt) <= now)) {
         throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');
       }
-      const v = await mc.keys.getKeyView(id);
+      const v = await mc.getKeyView(id);
       const lim = v.usage.limit;
       return {
         id: v.id,

@@ -6,6 +6,14 @@
  *   holds back the later ones; it is retried after the schedule's delays, then dead-lettered and the
  *   cursor moves on. The cursor moves only after a 2xx, so a console stopped mid-delivery leaves the
  *   event to be delivered again when its lease runs out (at least once; receivers de-duplicate on id).
+ * - Only accounts with due work are read: the due set (`{wh}:due`, account → when to look next;
+ *   0 = now) is written by every publisher after its event (`wakeAccounts`), and by the worker itself:
+ *   a pass claims the due accounts (their score moved a lease ahead, so two consoles never examine
+ *   one at once and a console that dies only delays it), reads each one's stream head and states,
+ *   starts the pairs due now, then reschedules the account at its earliest retry or removes it when
+ *   every endpoint is caught up — only if its score is still the claim (a wake-up written meanwhile
+ *   wins). A delivery run wakes its account when it ends. A slow sweep (`sweepMs`, and once at start)
+ *   walks every account as a safety net for a wake-up lost between a write and its wake-up.
  * - Every pass also tells `key.expired` for keys whose expiry passed (a sorted set; the member
  *   removed by exactly one console), delivers replays, and disables an endpoint that has failed
  *   without a success for `disableAfterMs` (publishing `webhook.disabled`).
@@ -18,7 +26,7 @@ import { eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts
 import { parseKeyRecord, schema as keySchema, type Schema } from '../schema/redis-schema.ts';
 import type { WebhookConfig } from './config.ts';
 import { deliverOnce, type AttemptResult } from './http-delivery.ts';
-import { EventPublisher } from './publish.ts';
+import { EventPublisher, wakeAccounts } from './publish.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
 import { eventFromEntry, type EventJson } from './types.ts';
 import { WebhookStore, type Endpoint } from './webhooks.ts';
@@ -46,6 +54,8 @@ export interface WorkerOptions {
   readonly leaseMs?: number;
   /** DNS seam for tests. */
   readonly resolve?: Resolver;
+  /** How often every account is walked for work whose wake-up was lost (default 5 min; also once at start). */
+  readonly sweepMs?: number;
 }
 
 /** Owner-checked lease steps. KEYS: lease, state. ARGV: token, [endpoint id, state JSON]. */
@@ -58,6 +68,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1`;
 
 const EVENTS_PER_LEASE = 50;
+/** Due accounts claimed per call. */
+const CLAIM_BATCH = 200;
+
+/**
+ * Claims the due accounts. KEYS: due set. ARGV: now, claim score, at most. Each claimed account's
+ * score becomes the claim (a lease ahead, with a .5 no wake-up or retry time has) → the accounts.
+ */
+const CLAIM = `
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, a in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[2], a) end
+return due`;
+/**
+ * Settles a claimed account, if its score is still the claim. KEYS: due set. ARGV: account, claim
+ * score, next score ('' = nothing left: removed). → 1 settled, 0 woken meanwhile (left due).
+ */
+const SETTLE = `
+local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not cur or tonumber(cur) ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[3] == '' then redis.call('ZREM', KEYS[1], ARGV[1]) else redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) end
+return 1`;
 
 export class DeliveryWorker {
   readonly #o: WorkerOptions;
@@ -68,6 +98,9 @@ export class DeliveryWorker {
   readonly #token = randomBytes(12).toString('hex');
   readonly #pollMs: number;
   readonly #leaseMs: number;
+  readonly #sweepMs: number;
+  /** When the next sweep is due (server clock); 0: at the first pass. */
+  #nextSweep = 0;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
@@ -83,6 +116,7 @@ export class DeliveryWorker {
     this.#resolve = o.resolve ?? systemResolver;
     this.#pollMs = o.pollMs ?? 1000;
     this.#leaseMs = o.leaseMs ?? 30_000;
+    this.#sweepMs = o.sweepMs ?? 300_000;
   }
 
   start(): void {
@@ -112,7 +146,7 @@ export class DeliveryWorker {
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   }
 
-  /** One pass: expiries, then every endpoint × account with work, started up to the concurrency bound. */
+  /** One pass: expiries, replays, the sweep when due, then the due accounts' pairs, started up to the concurrency bound. */
   async pass(): Promise<void> {
     const now = await this.#now();
     await this.#expiries(now);
@@ -123,28 +157,68 @@ export class DeliveryWorker {
     }
     const live = endpoints.filter((e) => !(e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs));
     for (const e of live) if ((await this.#o.redis.llen(this.#s.replay(e.id))) > 0) this.#spawn(`replay ${e.id}`, () => this.#replays(e));
+    if (now >= this.#nextSweep) {
+      await this.#sweep(live);
+      this.#nextSweep = now + this.#sweepMs;
+    }
+    const r = this.#o.redis;
+    while (!this.#stopped && this.#inFlight < this.#o.config.concurrency) {
+      const claim = String(now + this.#leaseMs + 0.5);
+      const accounts = (await r.eval(CLAIM, 1, this.#s.due(), String(now), claim, String(CLAIM_BATCH))) as string[];
+      for (const account of accounts) await this.#examine(account, live, now, claim);
+      if (accounts.length < CLAIM_BATCH) break;
+    }
+  }
+
+  /** What each endpoint of a claimed account needs now: deliveries started, the account rescheduled or settled. */
+  async #examine(account: string, live: ActiveEndpoint[], now: number, claim: string): Promise<void> {
+    const r = this.#o.redis;
+    const mine = live.filter((e) => e.account === null || e.account === account);
+    let next = Infinity;
+    let running = false;
+    for (const [e, st] of await this.#behind(account, mine)) {
+      if (st.nextAt > now) next = Math.min(next, st.nextAt);
+      else if (this.#spawn(`${account} ${e.id}`, () => this.#deliverPair(account, e))) running = true;
+      else next = 0; // deliveries at the bound: looked at again by the next pass
+    }
+    // A delivery run wakes its account when it ends; until then the claim stands (a lease ahead).
+    if (running) return;
+    await r.eval(SETTLE, 1, this.#s.due(), account, claim, next === Infinity ? '' : String(next));
+  }
+
+  /** The endpoints of `mine` behind the account's stream head, with their states. */
+  async #behind(account: string, mine: ActiveEndpoint[]): Promise<Array<[ActiveEndpoint, DeliveryState]>> {
+    if (mine.length === 0) return [];
+    const last = await this.#o.redis.xrevrange(this.#s.stream(account), '+', '-', 'COUNT', 1);
+    if (last.length === 0) return [];
+    const lastId = last[0]![0];
+    const states = await this.#o.redis.hmget(this.#s.deliveryState(account), ...mine.map((e) => e.id));
+    const out: Array<[ActiveEndpoint, DeliveryState]> = [];
+    mine.forEach((e, i) => {
+      const st = this.#state(e, states[i] ?? null);
+      if (compareIds(st.cursor, lastId) < 0) out.push([e, st]);
+    });
+    return out;
+  }
+
+  /** The safety net: every account with an endpoint behind its stream is woken (due now). */
+  async #sweep(live: ActiveEndpoint[]): Promise<void> {
     let cursor = '0';
     do {
       const [next, accounts] = await this.#o.redis.sscan(this.#s.accounts(), cursor, 'COUNT', 500);
       cursor = next;
+      const woken: string[] = [];
       for (const account of accounts) {
-        const mine = live.filter((e) => e.account === null || e.account === account);
-        if (mine.length === 0) continue;
-        const last = await this.#o.redis.xrevrange(this.#s.stream(account), '+', '-', 'COUNT', 1);
-        if (last.length === 0) continue;
-        const lastId = last[0]![0];
-        const states = await this.#o.redis.hmget(this.#s.deliveryState(account), ...mine.map((e) => e.id));
-        mine.forEach((e, i) => {
-          const st = this.#state(e, states[i] ?? null);
-          if (compareIds(st.cursor, lastId) >= 0 || st.nextAt > now) return;
-          this.#spawn(`${account} ${e.id}`, () => this.#deliverPair(account, e));
-        });
+        if ((await this.#behind(account, live.filter((e) => e.account === null || e.account === account))).length > 0) woken.push(account);
       }
+      await wakeAccounts(this.#o.redis, this.#o.namespace, woken);
     } while (cursor !== '0' && !this.#stopped);
   }
 
-  #spawn(key: string, fn: () => Promise<void>): void {
-    if (this.#busy.has(key) || this.#inFlight >= this.#o.config.concurrency || this.#stopped) return;
+  /** Starts a delivery run of a pair; true when it runs (started now, or already running here). */
+  #spawn(key: string, fn: () => Promise<void>): boolean {
+    if (this.#busy.has(key)) return true;
+    if (this.#inFlight >= this.#o.config.concurrency || this.#stopped) return false;
     this.#busy.add(key);
     this.#inFlight++;
     const p = fn()
@@ -155,6 +229,7 @@ export class DeliveryWorker {
         this.#tasks.delete(p);
       });
     this.#tasks.add(p);
+    return true;
   }
 
   #state(e: Endpoint, raw: string | null): DeliveryState {
@@ -218,6 +293,8 @@ export class DeliveryWorker {
       }
     } finally {
       await r.eval(RELEASE, 1, lease, this.#token);
+      // The account is looked at again by the next pass (more events, a retry's time, or caught up).
+      await wakeAccounts(r, this.#o.namespace, [account]);
     }
   }
 

@@ -19,6 +19,7 @@ import { MAX_BALANCE_MICROS } from '../schema/money.ts';
 import { RECORD_USAGE, RECORD_USAGE_KEYS, usageRecordKeys } from '../schema/money-scripts.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { eventsSchema } from '../schema/events.ts';
+import { eventsWritten, wakeAccounts } from '../events/publish.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { costMicros, type PriceTable } from './pricing.ts';
 import type { Booking } from './session.ts';
@@ -108,15 +109,19 @@ export function redisBookingWrite(
       if (listed.size + fresh.length > 10_000) listed.clear();
       for (const a of fresh) listed.add(a);
     }
+    // Accounts whose booking wrote an event (a wallet or limit alert): the webhook worker is woken for them.
+    const wake = (replies: unknown[]) => wakeAccounts(redis, s.ns, [...new Set(batch.filter((_, i) => eventsWritten(replies[i], 4) > 0).map((p) => p.booking.account))]);
     if (redis instanceof Cluster) {
       const c = redis as Cluster & WithRecordUsage;
       const settled = await Promise.allSettled(batch.map((p) => c.kgRecordUsage(...args(p))));
+      await wake(settled.map((r) => (r.status === 'fulfilled' ? r.value : null)));
       return settled.map((r) => (r.status === 'fulfilled' ? resultOf(r.value) : 'error'));
     }
     const pipe = (redis as Redis).pipeline() as ReturnType<Redis['pipeline']> & WithRecordUsage;
     for (const p of batch) pipe.kgRecordUsage(...args(p));
     const results = await pipe.exec();
     if (results === null) throw new Error('pipeline discarded');
+    await wake(results.map(([err, v]) => (err !== null ? null : v)));
     return results.map(([err, v]) => (err !== null ? 'error' : resultOf(v)));
   };
 }

@@ -6,6 +6,7 @@
  *   {ns}:v1:whstate:{acct}            HASH   endpoint id → delivery state of that endpoint on this account's stream (JSON)
  *   {ns}:v1:whlease:{acct}:{endpoint} STRING the console delivering this endpoint × account now (PX lease)
  *   {ns}:v1:{wh}:eventaccts           SET    accounts with an event stream ('*' = events of no account)
+ *   {ns}:v1:{wh}:due                  ZSET   account → when the worker should look at it next (epoch ms; 0 = now)
  *   {ns}:v1:{wh}:endpoints            HASH   endpoint id → endpoint record (JSON, the secret sealed)
  *   {ns}:v1:{wh}:dead:{endpoint}      LIST   the endpoint's dead letters (newest first, capped)
  *   {ns}:v1:{wh}:replay:{endpoint}    LIST   dead letters asked to be delivered again
@@ -43,6 +44,7 @@ export interface EventsSchema {
   deliveryState(account: string): string;
   lease(account: string, endpointId: string): string;
   accounts(): string;
+  due(): string;
   endpoints(): string;
   dead(endpointId: string): string;
   replay(endpointId: string): string;
@@ -58,6 +60,7 @@ export function eventsSchema(ns: string): EventsSchema {
     deliveryState: (a) => `${base}whstate:{${a}}`,
     lease: (a, e) => `${base}whlease:{${a}}:${e}`,
     accounts: () => `${base}{wh}:eventaccts`,
+    due: () => `${base}{wh}:due`,
     endpoints: () => `${base}{wh}:endpoints`,
     dead: (e) => `${base}{wh}:dead:${e}`,
     replay: (e) => `${base}{wh}:replay:${e}`,

@@ -84,7 +84,7 @@ end
 /**
  * Credit. KEYS: wallet, credits, gate[, event stream, alerts]. ARGV: amount (micros), reference, max balance[, account].
  * With the two event KEYS: wallet.credited, and the wallet alerts re-armed (src/events/lua.ts).
- * → {'OK', balance} | {'DUP', balance, first credit "amount:time"} | {'OVERFLOW', balance}
+ * → {'OK', balance, events written} | {'DUP', balance, first credit "amount:time"} | {'OVERFLOW', balance}
  */
 export const CREDIT = `${NOW}${LUA_PERIODS}${WALLET_GATE}${ALERT_CHECKS}
 local prev = redis.call('HGET', KEYS[2], ARGV[2])
@@ -102,7 +102,7 @@ if #KEYS >= 5 then
   wallet_alerts(KEYS[4], KEYS[5], ARGV[4], new)
 end
 -- end events
-return {'OK', fmt(new)}`;
+return {'OK', fmt(new), fmt(events_emitted)}`;
 
 /**
  * `roll_tokens(hash, input, output)`: adds to a token counter record (today and this month, UTC),
@@ -163,7 +163,7 @@ export function usageRecordKeys(s: Schema, account: string, keyId: string, reque
  * or output count is given (tokens = input + output).
  * KEYS 12 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
  * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
- * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id}
+ * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id, events written}
  *   | {'DUP', "keyId:amount" of the first record} | {'FLOOR', balance} | {'TOTAL', the key's total spend}
  * The key's total spend (and so every period's) stays at most ARGV[6], like the balance: exact in Lua.
  */
@@ -241,7 +241,7 @@ opt('src', ARGV[14])
 opt('est', ARGV[15])
 opt('unpriced', ARGV[16])
 local id = redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', unpack(entry))
-return {'OK', balance, spent, id}`;
+return {'OK', balance, spent, id, fmt(events_emitted)}`;
 
 /**
  * A roll's spend: the new key starts with its predecessor's spend record (every period, the total

@@ -68,6 +68,10 @@ export const KeyField = {
   rev: 'rev',
   /** The reveal envelope (`src/keys/crypto.ts`); deleted on revoke. */
   secret: 'secret',
+  /** A rolled key: the id of the key that replaced it (console only; never read by the sidecar). */
+  rolledTo: 'rolled_to',
+  /** A roll's new key: the id of the key it replaced (console only). */
+  rolledFrom: 'rolled_from',
 } as const;
 
 /** Limits the console enforces (docs/redis-schema.md §Limits). The sidecar accepts up to 1000 models. */

@@ -14,7 +14,7 @@ import { ClusterTracker, SingleTracker, type Tracker, type TrackingOptions } fro
 import { parseRedisUrl } from '../redis-url.ts';
 import { connectRedis, nodeOptions } from './redis.ts';
 import { redisSource } from './redis-source.ts';
-import { watchSentinels } from './sentinel-watch.ts';
+import { watchSentinels, type FailoverHandlers } from './sentinel-watch.ts';
 
 export { CachedRecordSource, type CacheStats } from './cache.ts';
 
@@ -26,7 +26,17 @@ export type StoreConfig = Pick<
 /** Called for each connection the store opens: `commands` (data) and `invalidation` (subscribers). */
 export type WatchConnection = (client: Redis | Cluster, connection: 'commands' | 'invalidation') => void;
 
-export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watch: WatchConnection = () => {}): CachedRecordSource {
+/**
+ * `failover`: told when a Sentinel failover starts and when it ends, after the store has paused or
+ * resumed (the rate limiter, which shares the commands connection, pauses with it).
+ */
+export function createKeyStore(
+  config: StoreConfig,
+  s: Schema,
+  log: Logger,
+  watch: WatchConnection = () => {},
+  failover?: FailoverHandlers,
+): CachedRecordSource {
   const parsed = parseRedisUrl(config.redisUrl);
   // A connection that died silently (no FIN, no RST) is replaced once a command has waited this long.
   const socketTimeoutMs = Math.max(1000, config.redisTimeoutMs * 4);
@@ -75,11 +85,13 @@ export function createKeyStore(config: StoreConfig, s: Schema, log: Logger, watc
         started: (reason) => {
           inner.pause(reason);
           single?.pause(reason);
+          failover?.started(reason);
         },
         switched: (reason) => {
           inner.resume();
           if (single) single.masterSwitched(reason);
           else redis.disconnect(true);
+          failover?.switched(reason);
         },
       },
       log,

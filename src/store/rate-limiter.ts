@@ -14,6 +14,12 @@
  * Outage: a TAKE that fails leaves the leases as they were; requests they cover are still allowed
  * (the local share: units Redis already counted), any other request resolves `unavailable` (the
  * caller fails closed). Memory: at most `maxScopes` window states; idle ones are dropped first.
+ *
+ * Sentinel failover: between the sentinel's announcement that a failover started and the switch,
+ * the connected node may be an old master whose writes the new one never sees (the store pauses
+ * then; `src/store/sentinel-watch.ts`). The limiter pauses with it (`pause`/`resume`): no command
+ * goes to Redis, requests that held leases cover are allowed (as in an outage), every other one
+ * resolves `unavailable` at once (503); idle leases are kept, not given back.
  */
 import { leasePool, type RateScope, type RateView } from '../core/rate.ts';
 import { UNIT_MS, type Rate } from '../schema/rates.ts';
@@ -95,6 +101,8 @@ export class RateLimiter {
   readonly #batches = new Map<string, Batch>();
   readonly #sweep: NodeJS.Timeout;
   #closed = false;
+  /** Why no command may go to Redis now (a Sentinel failover under way), or null. */
+  #paused: string | null = null;
   /** Counters for tests and metrics. */
   readonly stats = { local: 0, calls: 0, callErrors: 0, refusedLocally: 0 };
 
@@ -128,6 +136,7 @@ export class RateLimiter {
       this.stats.local++;
       return this.#allowFromLeases(ks, as, now);
     }
+    if (this.#paused !== null) return UNAVAILABLE;
     const bkey = (ks ?? as)!.rkey + (ks && as ? `\n${as.rkey}` : '');
     return new Promise<TakeResult>((resolve) => {
       let b = this.#batches.get(bkey);
@@ -153,6 +162,24 @@ export class RateLimiter {
     const ks = req.keyRate && req.keyWindow !== null ? this.#scopes.get(req.keyWindow) ?? null : null;
     const as = req.accountRate && req.accountWindow !== null ? this.#scopes.get(req.accountWindow) ?? null : null;
     return this.#knownRefusal(ks, as, now) as Extract<TakeResult, { kind: 'refuse' }> | null;
+  }
+
+  /**
+   * A Sentinel failover is under way (the store paused): until `resume`, no command goes to Redis;
+   * requests the held leases cover are allowed, every other one is `unavailable` (fail closed).
+   */
+  pause(reason: string): void {
+    this.#paused = reason;
+  }
+
+  /** The failover ended (the store follows the new master): commands go to Redis again. */
+  resume(): void {
+    this.#paused = null;
+  }
+
+  /** Why the limiter is paused (a Sentinel failover under way), or null. */
+  get paused(): string | null {
+    return this.#paused;
   }
 
   /** Gives back every lease (best effort) and stops the sweep. */
@@ -266,12 +293,15 @@ export class RateLimiter {
     }
     const sentAt = this.#now();
     let reply: TakeReply | null = null;
-    try {
-      this.stats.calls++;
-      reply = (await (this.#redis as unknown as Record<string, (...a: unknown[]) => Promise<TakeReply>>)[TAKE_COMMAND]!(keys.length, ...keys, ...args));
-    } catch {
-      this.stats.callErrors++;
+    if (this.#paused === null) {
+      try {
+        this.stats.calls++;
+        reply = (await (this.#redis as unknown as Record<string, (...a: unknown[]) => Promise<TakeReply>>)[TAKE_COMMAND]!(keys.length, ...keys, ...args));
+      } catch {
+        this.stats.callErrors++;
+      }
     }
+    // Paused (a failover began while these waited): nothing was sent; answered as a failed call.
     const recvAt = this.#now();
     for (const p of parts) p.s.busy--;
     if (reply === null) {
@@ -336,7 +366,8 @@ export class RateLimiter {
 
   /** Gives back leases unused for `idleMs` (their unused units return to the window for the others). */
   #releaseIdle(): void {
-    if (this.#redis.status !== 'ready') return; // during an outage a lease is the local share: keep it
+    // During an outage or a failover a lease is the local share: keep it.
+    if (this.#redis.status !== 'ready' || this.#paused !== null) return;
     const now = this.#now();
     for (const [k, s] of this.#scopes) {
       if (s.busy > 0 || s.queued > 0) continue;
@@ -362,7 +393,8 @@ export class RateLimiter {
 
   /** Returns a lease no longer held locally: its unused units go back to the window. */
   async #giveBack(s: Scope, l: Lease): Promise<void> {
-    if (this.#now() >= l.deadline) return;
+    // Ended, or a failover under way (not given back: the units stay counted, fewer allowed, never more).
+    if (this.#now() >= l.deadline || this.#paused !== null) return;
     s.busy++;
     try {
       this.stats.calls++;

@@ -25,8 +25,8 @@ export async function startTestConsole(redisUrl: string, ownerAccount: string): 
   const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000' });
   const srv = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
   try {
-    const admin = (await srv.console.createToken(CLI_ACTOR, { name: 'ops', account: null })).token;
-    const o = await srv.console.createToken(CLI_ACTOR, { name: 'owner page', account: ownerAccount });
+    const admin = (await srv.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
+    const o = await srv.console.createToken({ name: 'owner page', account: ownerAccount }, CLI_ACTOR);
     return { srv, base: `http://127.0.0.1:${srv.port}`, admin, owner: o.token, ownerId: o.record.id };
   } catch (err) {
     await srv.close();

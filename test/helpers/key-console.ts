@@ -2,7 +2,7 @@
 import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { ConsoleError } from '../../src/console/errors.ts';
-import { KeyConsole, type KeyConsoleOptions } from '../../src/console/key-console.ts';
+import { KeyConsole, type KeyConsoleOptions } from '../../src/console/service.ts';
 import { destroyRedis, startRedis, type RedisServer } from './redis-server.ts';
 
 export interface ConsoleOnRedis {

@@ -20,19 +20,29 @@ export interface ClusterDeployment {
   destroy(): Promise<void>;
 }
 
+/** If anything fails halfway through the setup, every node already started is stopped. */
 export async function startCluster(masters = 3): Promise<ClusterDeployment> {
-  const nodes = await Promise.all(
+  const started = await Promise.allSettled(
     Array.from({ length: masters }, () => startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'])),
   );
-  await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
-  const probes = nodes.map((n) => new Redis({ port: n.port, host: '127.0.0.1' }));
-  for (const p of probes) p.on('error', () => {});
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const infos = await Promise.all(probes.map((p) => p.cluster('INFO') as Promise<string>));
-    if (infos.every((i) => i.includes('cluster_state:ok') && i.includes(`cluster_known_nodes:${masters}`))) break;
-    if (Date.now() > deadline) throw new Error('cluster did not become ok');
-    await new Promise((r) => setTimeout(r, 100));
+  const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const probes: Redis[] = [];
+  try {
+    if (nodes.length < masters) throw (started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason;
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    for (const n of nodes) probes.push(new Redis({ port: n.port, host: '127.0.0.1' }));
+    for (const p of probes) p.on('error', () => {});
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const infos = await Promise.all(probes.map((p) => p.cluster('INFO') as Promise<string>));
+      if (infos.every((i) => i.includes('cluster_state:ok') && i.includes(`cluster_known_nodes:${masters}`))) break;
+      if (Date.now() > deadline) throw new Error('cluster did not become ok');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } catch (err) {
+    for (const p of probes) p.disconnect();
+    await Promise.all(nodes.map((n) => destroyRedis(n)));
+    throw err;
   }
   const clients: Cluster[] = [];
   return {

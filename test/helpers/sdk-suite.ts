@@ -9,7 +9,7 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KeyConsole } from '../../src/console/key-console.ts';
+import { KeyConsole } from '../../src/console/service.ts';
 import { readModel } from '../../src/core/model/index.ts';
 import { generateKey } from '../../src/keys/format.ts';
 import type { Sidecar } from '../../src/main.ts';

@@ -42,27 +42,27 @@ export async function startWebConsole(redisUrl: string, env: Record<string, stri
     server,
     logs,
     async createToken(account, name) {
-      const t = await server.console.createToken(CLI_ACTOR, { name, account });
+      const t = await server.console.createToken({ name, account }, CLI_ACTOR);
       return { id: t.record.id, token: t.token };
     },
     async revokeToken(id) {
-      await server.console.revokeToken(CLI_ACTOR, id);
+      await server.console.revokeToken(id, CLI_ACTOR);
     },
     async keyCount(account) {
       return (await server.console.listKeys(account)).length;
     },
     async credit(account, micros) {
-      await server.console.creditAccount(CLI_ACTOR, account, micros, `test-${randomBytes(6).toString('hex')}`);
+      await server.console.creditAccount(account, micros, `test-${randomBytes(6).toString('hex')}`, CLI_ACTOR);
     },
     async recordUsage(keyId, micros, tokens) {
-      await server.console.keys.recordUsage({
+      await server.console.recordUsage({
         keyId,
         amountMicros: micros,
         requestId: `req-${randomBytes(6).toString('hex')}`,
         ...(tokens && { inputTokens: tokens.input, outputTokens: tokens.output }),
       });
     },
-    setAccountRates: (account, patch) => server.console.setAccountRates(CLI_ACTOR, account, patch),
+    setAccountRates: (account, patch) => server.console.setAccountRates(account, patch, CLI_ACTOR),
     close: () => server.close(),
   };
 }

@@ -31,6 +31,37 @@ describe('layers', () => {
     expect(imports.filter((l) => (ABOVE.test(l) && !l.endsWith('/config.ts')) || /\/(pipeline|authorizer)/.test(l))).toEqual([]);
   });
 
+  it('the console is one service: the CLI, the API and the library reach the same class, with no layer between', async () => {
+    const src = (f: string) => readFileSync(join(ROOT, f), 'utf8');
+    const consoleFiles = readdirSync(join(ROOT, 'src/console')).filter((f) => f.endsWith('.ts'));
+    // One class of operations: ConsoleService; the library's KeyConsole is the same class (an alias), no wrapper.
+    const classes = consoleFiles.flatMap((f) => [...src(`src/console/${f}`).matchAll(/^export class (\w+)/gm)].map((m) => `${f}: ${m[1]}`));
+    expect(classes).toContain('service.ts: ConsoleService');
+    expect(classes.filter((c) => /Console\b/.test(c.split(': ')[1]!) && c !== 'service.ts: ConsoleService')).toEqual([]);
+    const lib = await import('../../src/console/index.ts');
+    const { ConsoleService } = await import('../../src/console/service.ts');
+    expect(lib.KeyConsole).toBe(ConsoleService);
+    // The shared context is built in one place, and the resource modules take it (they hold no client of their own).
+    const builders = consoleFiles.filter((f) => src(`src/console/${f}`).includes('new ConsoleContext('));
+    expect(builders).toEqual(['service.ts']);
+    for (const f of ['keys.ts', 'accounts.ts', 'management.ts']) {
+      const ops = [...src(`src/console/${f}`).matchAll(/^export async function (\w+)\((\w+)/gm)];
+      expect(ops.length, f).toBeGreaterThan(2);
+      expect(ops.filter((m) => m[2] !== 'ctx' && m[1] !== 'appendAudit').map((m) => m[1]), f).toEqual([]);
+    }
+    // The CLI, the API and the other console users call the service; of the resource modules they import types only.
+    const users = [...importsOf('src/cli'), ...importsOf('src/console-api'), ...importsOf('src/events'), ...importsOf('src/console-web'), ...importsOf('src/dev')];
+    expect(users.some((l) => l.endsWith('console/service.ts'))).toBe(true);
+    const valueImports = ['src/cli', 'src/console-api', 'src/events', 'src/console-web', 'src/dev'].flatMap((d) => {
+      const abs = join(ROOT, d);
+      return readdirSync(abs, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .flatMap((f) => [...readFileSync(join(abs, f), 'utf8').matchAll(/^import (?!type )[^;]*?from '([^']*console\/(?:keys|accounts|context)\.ts)'/gms)].map((m) => `${d}/${f}: ${m[1]}`));
+    });
+    expect(valueImports).toEqual([]);
+    expect(users.filter((l) => /key-console|ManagementConsole/.test(l))).toEqual([]);
+  });
+
   it('the pure core imports no I/O module, store or pipeline', () => {
     expect(importsOf('src/core').filter((l) => /'node:|ioredis|pino|\/store\/|\/pipeline\/|\/authorizer/.test(l))).toEqual([]);
   });

@@ -108,3 +108,8 @@ export function rateRefusalWords(message: string): string {
   const what = m[1]!.toLowerCase() === 'rate' ? 'request rate' : 'token rate';
   return `Your account allows at most ${m[3]}: choose a ${what} within it (${m[2]} is more).`;
 }
+
+/** A rate for the Rates column: "1 request per second", "5,000 tokens per day". */
+export function rateWords(count: number, noun: 'request' | 'token', per: string): string {
+  return `${count.toLocaleString()} ${count === 1 ? noun : `${noun}s`} per ${per}`;
+}

@@ -34,6 +34,7 @@ import {
   decimal,
   fieldOf,
   rateRefusalWords,
+  rateWords,
   fromLocalInput,
   localInput,
   money,
@@ -970,8 +971,8 @@ const tokensCell = (k: Key) =>
 
 /** The rate-limit slot: the key's request rate and token rate, when the deployment has rate limits. */
 const ratesCell = (k: Key) =>
-  html`<td data-slot="rates">${k.rate ? html`${k.rate.requests.toLocaleString()} requests per ${k.rate.per}` : html`<span class="muted">No request rate</span>`}
-    <span class="sub">${k.token_rate ? `${k.token_rate.tokens.toLocaleString()} tokens per ${k.token_rate.per}` : 'No token rate'}</span></td>`;
+  html`<td data-slot="rates">${k.rate ? rateWords(k.rate.requests, 'request', k.rate.per) : html`<span class="muted">No request rate</span>`}
+    <span class="sub">${k.token_rate ? rateWords(k.token_rate.tokens, 'token', k.token_rate.per) : 'No token rate'}</span></td>`;
 
 function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult {
   const id = `key-${k.id}`;

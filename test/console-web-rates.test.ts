@@ -1,0 +1,236 @@
+/// <reference lib="dom" />
+/**
+ * A key's rates set through the "API keys" page, end to end: a real headless Chromium on the real
+ * console (management API and web plugin) over a real redis-server, with a real sidecar on the same
+ * store. The form's bad rates (0, negative, not a number, above the most the API takes) are refused
+ * on the page in words, with nothing sent and nothing stored, on create and on edit; good rates are
+ * created and edited through the form, shown back in the Rates column and the form, stored in the
+ * key record (`rate`, `token_rate`) and the token-rate mirror (`tokrate:{acct}:{keyId}`) as
+ * src/schema/rates.ts names them, and as the console library reads them; the largest rates the API
+ * takes are accepted; and the sidecar honours the request rate set on the page: exactly N allowed in
+ * the window (the `x-ratelimit-*` headers counting down, the window counter at N), then 429
+ * RATE_LIMITED in the client's (OpenAI's) shape. The page offers no account rates (an operator sets
+ * those), so only a key's are set here.
+ */
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyDigest } from '../src/keys/format.ts';
+import { rateKeys, RateField, RequestWindowField, TokenWindowField } from '../src/schema/rates.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
+import { deniedBody, deniedHeaders, responseHeadersToAdd } from './helpers/envoy-client.ts';
+import { chatRequest, outcomeOf, startStack, waitTracking, type Stack } from './helpers/sidecars.ts';
+import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
+
+const ACCOUNT = 'acct-rates';
+const S = schema();
+const RK = rateKeys(S);
+
+let stack: Stack | undefined;
+let konsole: WebConsole | undefined;
+let browser: TestBrowser | undefined;
+const problems: string[] = [];
+/** Every request the page sent, as `METHOD /path`. */
+const sent: string[] = [];
+
+beforeAll(async () => {
+  stack = await startStack();
+  konsole = await startWebConsole(stack.redis.url);
+  const token = await konsole.createToken(ACCOUNT, 'owner');
+  browser = await launchBrowser({ baseURL: konsole.url });
+  const { page } = browser;
+  page.on('request', (r) => sent.push(`${r.method()} ${new URL(r.url()).pathname}`));
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  await waitTracking(stack);
+  await page.goto('/');
+  await page.getByLabel('Token').fill(token.token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('No keys yet.').waitFor();
+}, 120_000);
+
+afterAll(async () => {
+  // Each one stopped even when the one before failed, and when setup stopped halfway.
+  await browser?.close().catch(() => {});
+  await konsole?.close().catch(() => {});
+  await stack?.close();
+});
+
+const poll = <T>(f: () => T | Promise<T>) => expect.poll(f, { timeout: 10_000 });
+const row = (page: Page, name: string) => page.locator('tbody tr').filter({ has: page.locator('.key-name', { hasText: new RegExp(`^${name}$`) }) });
+const writesSince = (n: number) => sent.slice(n).filter((r) => /^(POST|PATCH|PUT|DELETE) \/v1\//.test(r));
+/** Every rate record in the store (windows and token mirrors). */
+const rateRecords = async () => [...(await stack!.db.keys(`${S.ns}:v1:rate:*`)), ...(await stack!.db.keys(`${S.ns}:v1:tokrate:*`))];
+
+const REQUEST_WORDS = 'Write requests per unit as N/UNIT, like 5/s or 1000/m (unit s, m, h or d). Empty has no limit.';
+const TOKEN_WORDS = 'Write tokens per unit as N/UNIT, like 5/s or 1000/m (unit s, m, h or d). Empty has no limit.';
+/** The bad rates typed in the form, each with the words the page must show next to its field. */
+const BAD: { rate: string; rateError: string; tokenRate: string; tokenError: string }[] = [
+  { rate: '0/s', rateError: 'Use at least 1 request per window. Empty has no limit.', tokenRate: '0/h', tokenError: 'Use at least 1 token per window. Empty has no limit.' },
+  { rate: '-5/s', rateError: 'Use at least 1 request per window. Empty has no limit.', tokenRate: '-100/m', tokenError: 'Use at least 1 token per window. Empty has no limit.' },
+  { rate: 'five/s', rateError: REQUEST_WORDS, tokenRate: 'lots', tokenError: TOKEN_WORDS },
+  { rate: '5', rateError: REQUEST_WORDS, tokenRate: '2.5/h', tokenError: TOKEN_WORDS },
+  { rate: '1000000001/s', rateError: 'Use at most 1,000,000,000 requests per window.', tokenRate: '1000000000001/d', tokenError: 'Use at most 1,000,000,000,000 tokens per window.' },
+];
+
+/** Types each bad pair into the open dialog and submits: both fields said wrong, nothing sent. */
+async function refusesBadRates(page: Page, submit: 'Create' | 'Save'): Promise<void> {
+  const dialog = page.getByRole('dialog');
+  for (const bad of BAD) {
+    await dialog.getByLabel('Rate', { exact: true }).fill(bad.rate);
+    await dialog.getByLabel('Token rate').fill(bad.tokenRate);
+    const before = sent.length;
+    await dialog.getByRole('button', { name: submit, exact: true }).click();
+    await dialog.getByText('Check 2 fields: Rate, Token rate.').waitFor();
+    expect(await dialog.locator('#f-rate-error').innerText(), bad.rate).toBe(bad.rateError);
+    expect(await dialog.locator('#f-token_rate-error').innerText(), bad.tokenRate).toBe(bad.tokenError);
+    for (const label of ['Rate', 'Token rate']) expect(await dialog.getByLabel(label, { exact: true }).getAttribute('aria-invalid')).toBe('true');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('f-rate');
+    expect(writesSince(before), `${bad.rate} ${bad.tokenRate}`).toEqual([]);
+  }
+}
+
+/** Waits past the hour's end when it is under 30 s away, so a burst stays inside one hour window. */
+async function awayFromHourEnd(): Promise<void> {
+  const left = 3_600_000 - (Date.now() % 3_600_000);
+  if (left < 30_000) await new Promise((r) => setTimeout(r, left + 1_000));
+}
+
+describe('rates set through the API keys page', () => {
+  let key = '';
+  let id = '';
+
+  it('refuses bad rates in the create form, in words next to each field; nothing is sent or stored', async () => {
+    const page = browser!.page;
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('dialog').getByLabel('Name', { exact: true }).fill('bad rates');
+    await refusesBadRates(page, 'Create');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    expect(await konsole!.keyCount(ACCOUNT)).toBe(0);
+    expect(await rateRecords()).toEqual([]);
+  });
+
+  it('creates a key with both rates; the page, the key record, the token mirror and the library show them', async () => {
+    const page = browser!.page;
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Name', { exact: true }).fill('rated');
+    await dialog.getByLabel('Rate', { exact: true }).fill('3/s');
+    await dialog.getByLabel('Token rate').fill(' 5000/m '); // spaces around are fine
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click();
+    await dialog.getByText('You will not see this key again unless you reveal it.').waitFor();
+    key = await dialog.getByLabel('Key', { exact: true }).inputValue();
+    expect(key).toMatch(/^kg_[0-9A-Za-z]{38}$/);
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    const r = row(page, 'rated');
+    await poll(() => r.locator('td[data-slot="rates"]').innerText()).toMatch(/^3 requests per second\s+5,000 tokens per minute$/);
+    id = (await r.getAttribute('id'))!.replace(/^key-/, '');
+
+    expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['3/s', '5000/m']);
+    const mirror = await stack!.db.hgetall(RK.tokens(ACCOUNT, id));
+    expect({ limit: mirror[TokenWindowField.limit], per: mirror[TokenWindowField.per] }).toEqual({ limit: '5000', per: 'minute' });
+    expect((await konsole!.server.console.getKey(id)).rates).toEqual({ requests: { count: 3, per: 'second' }, tokens: { count: 5000, per: 'minute' } });
+
+    // The sidecar sees the rate of the new key on its first request.
+    const first = await stack!.client.check(chatRequest(key));
+    expect(outcomeOf(first)).toBe('allow');
+    expect(responseHeadersToAdd(first)['x-ratelimit-limit-requests']).toBe('3');
+  });
+
+  it('refuses bad rates in the edit form too; the stored rates stay as they were', async () => {
+    const page = browser!.page;
+    await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
+    const dialog = page.getByRole('dialog');
+    expect(await dialog.getByLabel('Rate', { exact: true }).inputValue()).toBe('3/s');
+    expect(await dialog.getByLabel('Token rate').inputValue()).toBe('5000/m');
+    await refusesBadRates(page, 'Save');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['3/s', '5000/m']);
+    expect((await konsole!.server.console.getKey(id)).rates).toEqual({ requests: { count: 3, per: 'second' }, tokens: { count: 5000, per: 'minute' } });
+  });
+
+  it('takes the largest rates the API accepts', async () => {
+    const page = browser!.page;
+    await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Rate', { exact: true }).fill('1000000000/s');
+    await dialog.getByLabel('Token rate').fill('1000000000000/d');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^1,000,000,000 requests per second\s+1,000,000,000,000 tokens per day$/);
+    expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['1000000000/s', '1000000000000/d']);
+  });
+
+  it('edits the rates; the sidecar then allows exactly the request rate in the window and refuses the next with 429 RATE_LIMITED', async () => {
+    const page = browser!.page;
+    await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Rate', { exact: true }).fill('7/h');
+    await dialog.getByLabel('Token rate').fill('250000/d');
+    const before = sent.length;
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    expect(writesSince(before)).toEqual([`PATCH /v1/keys/${id}`]);
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour\s+250,000 tokens per day$/);
+    // Shown back in the form as typed.
+    await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
+    expect(await dialog.getByLabel('Rate', { exact: true }).inputValue()).toBe('7/h');
+    expect(await dialog.getByLabel('Token rate').inputValue()).toBe('250000/d');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+
+    expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['7/h', '250000/d']);
+    const mirror = await stack!.db.hgetall(RK.tokens(ACCOUNT, id));
+    expect({ limit: mirror[TokenWindowField.limit], per: mirror[TokenWindowField.per] }).toEqual({ limit: '250000', per: 'day' });
+    expect((await konsole!.server.console.getKey(id)).rates).toEqual({ requests: { count: 7, per: 'hour' }, tokens: { count: 250000, per: 'day' } });
+
+    await awayFromHourEnd();
+    const hour = Math.floor(Date.now() / 3_600_000);
+    const remaining: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const res = await stack!.client.check(chatRequest(key));
+      expect(outcomeOf(res), `request ${i + 1} of 7`).toBe('allow');
+      const h = responseHeadersToAdd(res);
+      expect(h['x-ratelimit-limit-requests']).toBe('7');
+      remaining.push(h['x-ratelimit-remaining-requests']!);
+    }
+    expect(remaining).toEqual(['6', '5', '4', '3', '2', '1', '0']);
+    const denied = await stack!.client.check(chatRequest(key));
+    expect(Math.floor(Date.now() / 3_600_000)).toBe(hour); // all in one window
+    expect(outcomeOf(denied)).toBe('RATE_LIMITED');
+    expect(denied.status?.code).toBe(8); // RESOURCE_EXHAUSTED
+    expect(denied.denied_response?.status?.code).toBe(429);
+    const body = deniedBody(denied);
+    expect(body.error.type).toBe('rate_limit_error');
+    expect(body.error.code).toBe('RATE_LIMITED');
+    expect(JSON.stringify(body)).toContain('key request rate 7/h');
+    const h = deniedHeaders(denied);
+    expect(h['x-should-retry']).toBeUndefined();
+    const retry = Number(h['retry-after']);
+    expect(retry).toBeGreaterThanOrEqual(1);
+    expect(retry).toBeLessThanOrEqual(3600);
+    // The shared window counter holds exactly the allowed seven.
+    const window = await stack!.db.hgetall(RK.requests(ACCOUNT, id));
+    expect(Number(window[RequestWindowField.start])).toBe(hour * 3_600_000);
+    expect(window[RequestWindowField.counted]).toBe('7');
+    expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('RATE_LIMITED');
+  });
+
+  it('removing the request rate on the page lets the key through again', async () => {
+    const page = browser!.page;
+    await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Rate', { exact: true }).fill('');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate\s+250,000 tokens per day$/);
+    expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual([null, '250000/d']);
+    expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('allow');
+  });
+
+  it('the page met its CSP and made no failed request', () => {
+    expect(problems).toEqual([]);
+  });
+});
