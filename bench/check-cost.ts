@@ -16,7 +16,7 @@
  */
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KeyConsole } from '../src/console/key-console.ts';
+import { KeyConsole } from '../src/console/service.ts';
 import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
