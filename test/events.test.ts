@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
+import { KeyConsole } from '../src/console/index.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';
 import { startRedis, type RedisServer } from './helpers/redis-server.ts';
@@ -72,6 +73,31 @@ async function until<T>(what: string, f: () => T | undefined | false, ms = 15_00
 
 const types = (r: Receiver) => r.received.map((x) => x.event.type);
 const ok = (r: Receiver) => r.received.filter((x, i, all) => all.findIndex((y) => y.event.id === x.event.id) === i);
+
+describe('changes made through the library', () => {
+  it('tell the same key and account events as the CLI and the API (no actor: no audit entry, events all the same)', async () => {
+    const a = acct();
+    const r = await receiver();
+    await hook(a, r);
+    const lib = new KeyConsole({ redis: redis.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    try {
+      const k1 = await lib.createKey({ account: a, name: 'lib1', models: null, expiresAt: Date.now() + 1500, limit: null });
+      const k2 = await lib.createKey({ account: a, name: 'lib2', models: null, expiresAt: null, limit: null });
+      await lib.rollKey(k2.id, 0);
+      await lib.setAccountStatus(a, 'disabled');
+      await lib.setAccountStatus(a, 'active');
+      await lib.revokeKey(k1.id);
+      const want = ['key.created', 'key.created', 'key.rolled', 'account.disabled', 'account.enabled', 'key.revoked'];
+      await until('the events of the library', () => ok(r).length >= want.length);
+      expect(ok(r).map((x) => x.event.type).slice(0, want.length)).toEqual(want);
+      expect(ok(r)[0]!.event.data).toMatchObject({ key_id: k1.id, name: 'lib1' });
+      // No actor, no audit entry: the audit log is the record of who did what through the CLI and API.
+      expect((await mc().listAudit({ account: a })).map((e) => e.action)).toEqual(['webhook_create']); // the endpoint, made through the API
+    } finally {
+      await lib.close();
+    }
+  });
+});
 
 describe('every event type, signed', () => {
   it('key, account and wallet events reach the account endpoint, in order, each verified by the docs snippets', async () => {

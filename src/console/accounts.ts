@@ -48,7 +48,7 @@ export async function setAccountStatus(ctx: ConsoleContext, account: string, sta
   const prev = String(await ctx.redis.eval(lua.SET_ACCOUNT_STATUS, keys.length, ...keys, ...args));
   const changed = prev !== status;
   if (ctx.isCluster && write && (prev || 'active') !== status) await appendAudit(ctx.redis, true, write.lists(account), write.event(account, null, { status }));
-  if (actor && changed) await ctx.events.publish(account, status === 'disabled' ? 'account.disabled' : 'account.enabled', { account_id: account, status });
+  if (changed) await ctx.events.publish(account, status === 'disabled' ? 'account.disabled' : 'account.enabled', { account_id: account, status });
   return { account, status, changed };
 }
 

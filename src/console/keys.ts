@@ -123,7 +123,7 @@ export async function createKey(ctx: ConsoleContext, input: CreateKeyInput, acto
     expectOk(ctx, result, id);
     if (ctx.isCluster && ev) await auditAfter(ctx, ev);
     const record = await readRecord(ctx, digest, id);
-    if (actor) await ctx.events.keyEvent('key.created', record);
+    await ctx.events.keyEvent('key.created', record);
     return { id, key, record };
   }
   throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
@@ -178,7 +178,7 @@ export async function rollKey(ctx: ConsoleContext, keyId: string, graceSeconds =
     expectOk(ctx, result, keyId);
     if (ctx.isCluster && ev) await auditAfter(ctx, ev);
     const [fresh, oldNow] = await Promise.all([readRecord(ctx, digest, id), readRecord(ctx, oldDigest, keyId)]);
-    if (actor) await ctx.events.keyRolled(oldNow, fresh, graceSeconds);
+    await ctx.events.keyRolled(oldNow, fresh, graceSeconds);
     return { id, key, record: fresh, old: oldNow };
   }
   throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
@@ -347,7 +347,7 @@ export async function updateKey(ctx: ConsoleContext, keyId: string, patch: KeyUp
     if (ops.length === 0 && ev) await auditAfter(ctx, ev);
   }
   const r = await readRecord(ctx, digest, keyId);
-  if (actor) await ctx.events.trackExpiry(r);
+  await ctx.events.trackExpiry(r);
   return r;
 }
 
@@ -376,7 +376,7 @@ export async function revokeKey(ctx: ConsoleContext, keyId: string, actor?: Acto
   }
   if (result === 'ALREADY') return { id: keyId, account, alreadyRevoked: true };
   expectOk(ctx, result, keyId);
-  if (actor) await ctx.events.keyEvent('key.revoked', await readRecord(ctx, digest, keyId));
+  await ctx.events.keyEvent('key.revoked', await readRecord(ctx, digest, keyId));
   return { id: keyId, account, alreadyRevoked: false };
 }
 

@@ -8,8 +8,9 @@
  * methods, never a wrapper of them.
  *
  * Changes take an optional `actor` last: given one (the CLI passes `CLI_ACTOR`, the API the token's
- * actor), the change is audited in its own script where Redis allows and publishes its event
- * (docs/events.md); without one (the library's plain call) it writes the change alone.
+ * actor), the change is audited in its own script where Redis allows; without one (the library's
+ * plain call) no audit entry is written. Every change publishes its event (docs/events.md) whoever
+ * made it: an owner's webhook hears of a key the platform created through the library too.
  *
  *   import { KeyConsole } from 'keygate';
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });

@@ -38,6 +38,15 @@ export const GRPC_SERVER_LIMITS = {
   maxSessionMemoryMiB: 64,
   /** A connection with no traffic this long is closed gracefully (GOAWAY); Envoy reconnects on demand. */
   idleConnectionTimeoutMs: 300_000,
+  /**
+   * Incoming RST_STREAMs one connection may send (node:http2's rapid-reset guard: a burst, then a
+   * rate per second; past it the connection is closed with GOAWAY). Envoy cancels an ext_proc stream
+   * whenever its client goes away mid-response, on the connection its Checks share; node's defaults
+   * (1,000, then 33 a second) would drop a busy gateway's connection. Still bounded: a peer resetting
+   * faster than this is cut off.
+   */
+  streamResetBurst: 10_000,
+  streamResetRate: 2_000,
 } as const;
 
 export interface GrpcServerOptions extends ResponseOptions {

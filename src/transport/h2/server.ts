@@ -80,6 +80,8 @@ export class H2GrpcTransport implements Transport {
     this.server = http2.createServer({
       settings: { maxConcurrentStreams: GRPC_SERVER_LIMITS.maxConcurrentStreams, initialWindowSize: STREAM_WINDOW },
       maxSessionMemory: GRPC_SERVER_LIMITS.maxSessionMemoryMiB,
+      streamResetBurst: GRPC_SERVER_LIMITS.streamResetBurst,
+      streamResetRate: GRPC_SERVER_LIMITS.streamResetRate,
     });
     this.server.on('session', (session) => {
       this.#sessions.set(session, { buffered: 0 });
