@@ -158,8 +158,27 @@ describe('bench pieces against real processes', () => {
 
   it('bench/ab.ts runs two trees side by side and prints both rows (here: this tree against itself)', () => {
     const out = execFileSync('scripts/node', ['bench/ab.ts', '--baseline', '.', '--case', 'malformed', '--shape', '1x2', '--rounds', '1', '--duration', '0.5'], { encoding: 'utf8', timeout: 90_000 });
-    expect(out).toMatch(/^\| this tree \| \d+ \| [\d.]+ \| \d+ \| \d+ \|$/m);
-    expect(out).toMatch(/^\| baseline \| \d+ \| [\d.]+ \| \d+ \| \d+ \|$/m);
+    expect(out).toMatch(/^\| this tree \| \d+ \| [\d.]+ \| \d+ \| \d+ \| \d+ \|$/m);
+    expect(out).toMatch(/^\| baseline \| \d+ \| [\d.]+ \| \d+ \| \d+ \| \d+ \|$/m);
+    expect(out).toMatch(/^TARGET\| malformed key vs the tree before /m);
+  }, 120_000);
+
+  it('bench/check-cost.ts runs the production decision in process and reports CPU per check and store reads', () => {
+    const out = execFileSync('scripts/node', ['bench/check-cost.ts', '--mode', 'rated', '--batch', '4', '--checks', '2000', '--rounds', '2'], { encoding: 'utf8', timeout: 90_000 });
+    const m = /^rated key, batch 4: CPU ns per check min (\d+), median (\d+) .*store reads while timing (\d+); not allowed (\{.*\});/m.exec(out);
+    expect(m).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(0);
+    // the cached path: a warm key answered from memory (only the usage counter's flush script reads)
+    expect(Number(m![3])).toBeLessThan(100);
+  }, 120_000);
+
+  it('bench/ab.ts drives each tree with its own case and its own store (a rated key against a plain one)', () => {
+    const out = execFileSync('scripts/node', ['bench/ab.ts', '--baseline', '.', '--case', 'rated', '--baseline-case', 'valid', '--shape', '1x2', '--rounds', '1', '--duration', '0.5'], { encoding: 'utf8', timeout: 90_000 });
+    expect(out).toMatch(/^# keygate A\/B: rated key \(baseline: valid key\), 1x2$/m);
+    expect(out).toMatch(/^TARGET\| rated key vs the valid key /m);
+    // each sidecar read its records from its own store: a handful of reads, not one per request
+    const reads = [...out.matchAll(/^\| (?:this tree|baseline) \|.*\| (\d+) \|$/gm)].map((m) => Number(m[1]));
+    expect(reads).toHaveLength(2);
   }, 120_000);
 
   it('h2load drives a target with the framed body and its log is read', async () => {

@@ -128,7 +128,22 @@ function modelNotAllowedMessage(models: readonly string[], model: string): strin
   return `${msg} To use another model, change the key's allowed models in the console.`;
 }
 
+/**
+ * The allow of a grant without a model read or a rate, one object per grant (frozen): a cached key's
+ * allow allocates nothing, and a transport may keep the allow's encoded answer by its identity
+ * (`CheckAnswers`). Dropped with the grant (a changed record is a new grant).
+ */
+const plainAllows = new WeakMap<KeyGrant, Allow>();
+
 export function allow(grant: KeyGrant, model: string | null, rate: AllowRate | null = null): Allow {
+  if (rate === null && model === null) {
+    let a = plainAllows.get(grant);
+    if (a === undefined) {
+      a = Object.freeze({ allow: true, keyId: grant.id, accountId: grant.account, model: null });
+      plainAllows.set(grant, a);
+    }
+    return a;
+  }
   if (rate === null) return { allow: true, keyId: grant.id, accountId: grant.account, model };
   return { allow: true, keyId: grant.id, accountId: grant.account, model, rate };
 }

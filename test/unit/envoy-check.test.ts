@@ -4,8 +4,11 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Allow } from '../../src/core/decision.ts';
+import type { CheckOutcome } from '../../src/authorizer.ts';
+import { allow as allowOf, type Allow } from '../../src/core/decision.ts';
 import { allowKey, allowParts, allowResponse, checkResponse } from '../../src/transport/envoy/check.ts';
+import { CheckAnswers } from '../../src/transport/envoy/services/check-answer.ts';
+import { checkResponseFields, frameMessage } from '../../src/transport/grpc/codec.ts';
 import type { ResponseOptions } from '../../src/transport/response-options.ts';
 
 const OPTS: ResponseOptions = { accountHeader: 'x-account', keyIdHeader: 'x-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
@@ -59,5 +62,42 @@ describe('allow responses and their cache key', () => {
       dynamic_metadata: { fields: { account_id: { stringValue: 'acct' }, key_id: { stringValue: 'key_1' }, model: { stringValue: 'openai/gpt-4o' } } },
     });
     expect(allowResponse({ accountId: 'a', keyId: 'k', model: null }, { ...OPTS, stripKeyHeaders: false }).ok_response!.headers_to_remove).toEqual([]);
+  });
+});
+
+describe('CheckAnswers: the kept and assembled answers are the bytes the generic encoder writes', () => {
+  const header = fc.tuple(fc.constantFrom('x-ratelimit-limit-requests', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-requests'), fc.string({ maxLength: 20 }));
+  const rate = fc.record({
+    headers: fc.array(header, { maxLength: 6 }),
+    limit: fc.option(fc.record({ count: fc.integer({ min: 1, max: 1_000_000_000 }), per: fc.constantFrom('second' as const, 'minute' as const, 'hour' as const, 'day' as const) }), { nil: null }),
+  });
+  const outcomeOf = (d: Allow): CheckOutcome => ({ decision: d, family: 'openai', requestId: 'req-1' });
+  const expected = (o: CheckOutcome) => frameMessage(checkResponseFields(checkResponse(o, OPTS)));
+
+  it('a rated allow (headers change per request), the same grant many times and many grants', () => {
+    const answers = new CheckAnswers(OPTS);
+    fc.assert(
+      fc.property(allow, rate, rate, (a, r1, r2) => {
+        // the same parts twice with different headers: the second is assembled from what the first kept
+        for (const r of [r1, r2]) {
+          const o = outcomeOf({ ...a, rate: r });
+          expect(answers.frame(o).equals(expected(o))).toBe(true);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('a plain allow, by its parts and by its identity (one object per grant)', () => {
+    const answers = new CheckAnswers(OPTS);
+    const grant = { id: 'key_0123456789abcdef', account: 'acct-1', models: null, expiresAt: null };
+    const d = allowOf(grant, null);
+    expect(allowOf(grant, null)).toBe(d);
+    expect(Object.isFrozen(d)).toBe(true);
+    for (let i = 0; i < 3; i++) expect(answers.frame(outcomeOf(d)).equals(expected(outcomeOf(d)))).toBe(true);
+    const m = allowOf(grant, 'openai/gpt-4o');
+    expect(m).not.toBe(allowOf(grant, 'openai/gpt-4o'));
+    expect(answers.frame(outcomeOf(m)).equals(expected(outcomeOf(m)))).toBe(true);
+    expect(answers.ratedBuilt).toBe(0);
   });
 });

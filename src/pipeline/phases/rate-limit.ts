@@ -10,6 +10,7 @@ import { deny, type AllowRate, type Deny } from '../../core/decision.ts';
 import { DENY_STATUS } from '../../core/codes.ts';
 import { firstRefusal, rateLimitHeaders, rateMessage, retryAfter, tighterView, tokenRefusals, type RateRefusal, type RateView } from '../../core/rate.ts';
 import { NO_RATES, type Rate, type RateKeys, type Rates } from '../../schema/rates.ts';
+import type { KeyGrant } from '../../schema/redis-schema.ts';
 import type { RateLimiter, RateRequest, TakeResult } from '../../store/rate-limiter.ts';
 import type { TokenRateViews } from '../../store/token-rate-views.ts';
 import type { DecisionState, Phase, PhaseAnswer } from '../phase.ts';
@@ -20,27 +21,55 @@ export interface RateLimitDeps {
   readonly keys: RateKeys;
 }
 
+/**
+ * What a rated request of one grant under one account's rates always asks: the limiter's request
+ * (window names and rates) and the token windows' names. Built once per (grant, account rates) and
+ * kept beside the grant (a cached grant is the same object until its record changes), so a rated
+ * request builds no key string and no request object.
+ */
+interface GrantRates {
+  readonly ar: Rates;
+  readonly req: RateRequest;
+  readonly keyTokens: string | null;
+  readonly accountTokens: string | null;
+}
+
 export function rateLimit(deps: RateLimitDeps): Phase {
+  const byGrant = new WeakMap<KeyGrant, GrantRates>();
+  const ratesOf = (g: KeyGrant, kr: Rates, ar: Rates): GrantRates => {
+    let r = byGrant.get(g);
+    if (r === undefined || r.ar !== ar) {
+      r = {
+        ar,
+        req: {
+          keyWindow: kr.requests ? deps.keys.requests(g.account, g.id) : null,
+          keyRate: kr.requests,
+          accountWindow: ar.requests ? deps.keys.requests(g.account) : null,
+          accountRate: ar.requests,
+        },
+        keyTokens: kr.tokens ? deps.keys.tokens(g.account, g.id) : null,
+        accountTokens: ar.tokens ? deps.keys.tokens(g.account) : null,
+      };
+      byGrant.set(g, r);
+    }
+    return r;
+  };
   return {
     name: 'rate-limit',
     run: (d) => {
-      const kr = d.grant!.rates ?? NO_RATES;
+      const g = d.grant!;
+      const kr = g.rates ?? NO_RATES;
       const ar = d.accountRates;
       if (kr === NO_RATES && ar === NO_RATES) return null;
-      return decide(d, deps, kr, ar);
+      return decide(d, deps, kr, ar, ratesOf(g, kr, ar));
     },
   };
 }
 
-function decide(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates): PhaseAnswer | Promise<PhaseAnswer> {
+function decide(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates): PhaseAnswer | Promise<PhaseAnswer> {
   const g = d.grant!;
   const now = d.env.now();
-  const req: RateRequest = {
-    keyWindow: kr.requests ? deps.keys.requests(g.account, g.id) : null,
-    keyRate: kr.requests,
-    accountWindow: ar.requests ? deps.keys.requests(g.account) : null,
-    accountRate: ar.requests,
-  };
+  const req = gr.req;
   const gate = d.gate;
   const blocks = gate !== null && gate !== 'corrupt' ? gate.tokens : undefined;
   if (blocks !== undefined) {
@@ -52,19 +81,19 @@ function decide(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates): Ph
     }
   }
   if (req.keyRate === null && req.accountRate === null) {
-    d.rate = allowRate(d, deps, kr, ar, null, null);
+    d.rate = allowRate(d, deps, kr, ar, gr, null, null);
     return null;
   }
   const t = deps.limiter.take(req);
-  if (t instanceof Promise) return t.then((r) => answer(d, deps, kr, ar, r));
-  return answer(d, deps, kr, ar, t);
+  if (t instanceof Promise) return t.then((r) => answer(d, deps, kr, ar, gr, r));
+  return answer(d, deps, kr, ar, gr, t);
 }
 
-function answer(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, r: TakeResult): PhaseAnswer {
+function answer(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates, r: TakeResult): PhaseAnswer {
   const g = d.grant!;
   if (r.kind === 'unavailable') return deny('AUTH_UNAVAILABLE', undefined, g.id);
   if (r.kind === 'refuse') return rateDeny(requestRefusal(r.scope, r.retryAt, kr, ar), g.id, d.env.now());
-  d.rate = allowRate(d, deps, kr, ar, r.key, r.account);
+  d.rate = allowRate(d, deps, kr, ar, gr, r.key, r.account);
   return null;
 }
 
@@ -83,13 +112,12 @@ function rateDeny(r: RateRefusal, keyId: string, now: number): Deny {
   };
 }
 
-function tokenView(deps: RateLimitDeps, account: string, keyId: string | undefined, rate: Rate | null): RateView | null {
-  return rate === null ? null : deps.tokenViews.view(deps.keys.tokens(account, keyId), rate);
+function tokenView(deps: RateLimitDeps, window: string | null, rate: Rate | null): RateView | null {
+  return rate === null || window === null ? null : deps.tokenViews.view(window, rate);
 }
 
-function allowRate(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, key: RateView | null, account: RateView | null): AllowRate {
-  const g = d.grant!;
-  const tokens = kr.tokens || ar.tokens ? tighterView(tokenView(deps, g.account, g.id, kr.tokens), tokenView(deps, g.account, undefined, ar.tokens)) : null;
+function allowRate(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates, key: RateView | null, account: RateView | null): AllowRate {
+  const tokens = kr.tokens || ar.tokens ? tighterView(tokenView(deps, gr.keyTokens, kr.tokens), tokenView(deps, gr.accountTokens, ar.tokens)) : null;
   return {
     headers: rateLimitHeaders({ requests: tighterView(key, account), tokens }, d.env.now()),
     limit: kr.requests ?? ar.requests,

@@ -112,7 +112,7 @@ export interface CheckResponse {
   readonly dynamic_metadata?: { readonly fields: Readonly<Record<string, MetadataValue>> };
 }
 
-const overwrite = (key: string, value: string): HeaderValueOption => ({ header: { key, value }, append: { value: false } });
+export const overwrite = (key: string, value: string): HeaderValueOption => ({ header: { key, value }, append: { value: false } });
 
 /**
  * The parts of an allow its response is made of, besides `rate`. An allow without `rate` (a key and

@@ -357,29 +357,45 @@ function varintSize(n: number): number {
   return s;
 }
 
-function payloadSize(v: Field[1]): number {
+function payloadSize(v: Field[1], sizes: number[]): number {
   if (typeof v === 'string') return Buffer.byteLength(v);
   if (typeof v === 'number') return varintSize(v);
   if (v instanceof Uint8Array) return v.length;
   if (v instanceof F64) return 8;
-  return messageSize(v as readonly Field[]);
+  return messageSize(v as readonly Field[], sizes);
 }
 
-function messageSize(fields: readonly Field[]): number {
+/**
+ * The encoded size of a message. The size of each message, embedded ones included, is kept in
+ * `sizes` in the order the writer meets them (a slot taken before its fields are measured), so the
+ * writer reads each one instead of measuring the subtree again at every level of nesting.
+ */
+function messageSize(fields: readonly Field[], sizes: number[]): number {
+  const slot = sizes.length;
+  sizes.push(0);
   let n = 0;
-  for (const [no, v] of fields) {
-    const p = payloadSize(v);
+  for (let i = 0; i < fields.length; i++) {
+    const [no, v] = fields[i]!;
+    const p = payloadSize(v, sizes);
     n += varintSize(no << 3) + (typeof v === 'number' || v instanceof F64 ? p : varintSize(p) + p);
   }
+  sizes[slot] = n;
   return n;
 }
+
+/** Sizes of one `frameMessage`'s messages (reused; emptied after each). */
+const SIZES: number[] = [];
 
 class Writer {
   readonly buf: Buffer;
   pos: number;
-  constructor(buf: Buffer, pos: number) {
+  readonly sizes: readonly number[];
+  /** The next embedded message's slot in `sizes` (slot 0 is the outer message's). */
+  next = 1;
+  constructor(buf: Buffer, pos: number, sizes: readonly number[]) {
     this.buf = buf;
     this.pos = pos;
+    this.sizes = sizes;
   }
   varint(n: number): void {
     if (n < 0) {
@@ -401,7 +417,8 @@ class Writer {
     this.buf[this.pos++] = n;
   }
   message(fields: readonly Field[]): void {
-    for (const [no, v] of fields) {
+    for (let i = 0; i < fields.length; i++) {
+      const [no, v] = fields[i]!;
       if (typeof v === 'number') {
         this.varint((no << 3) | VARINT);
         this.varint(v);
@@ -421,7 +438,7 @@ class Writer {
         this.pos += 8;
       } else {
         this.varint((no << 3) | LEN);
-        this.varint(messageSize(v as readonly Field[]));
+        this.varint(this.sizes[this.next++]!);
         this.message(v as readonly Field[]);
       }
     }
@@ -430,19 +447,31 @@ class Writer {
 
 /** The message, gRPC-framed (flag byte, 4-byte length, message) in one buffer. */
 export function frameMessage(fields: readonly Field[]): Buffer {
-  const n = messageSize(fields);
-  const out = Buffer.allocUnsafe(5 + n);
-  out[0] = 0;
-  out.writeUInt32BE(n, 1);
-  const w = new Writer(out, 5);
-  w.message(fields);
-  if (w.pos !== out.length) throw new Error(`protobuf size mismatch: ${w.pos} != ${out.length}`);
-  return out;
+  const sizes = SIZES;
+  try {
+    const n = messageSize(fields, sizes);
+    const out = Buffer.allocUnsafe(5 + n);
+    out[0] = 0;
+    out.writeUInt32BE(n, 1);
+    const w = new Writer(out, 5, sizes);
+    w.message(fields);
+    if (w.pos !== out.length) throw new Error(`protobuf size mismatch: ${w.pos} != ${out.length}`);
+    return out;
+  } finally {
+    sizes.length = 0;
+  }
+}
+
+/** The message's bytes without the gRPC frame (a part kept to assemble answers from). */
+export function encodeMessage(fields: readonly Field[]): Buffer {
+  const framed = frameMessage(fields);
+  return framed.subarray(5);
 }
 
 type HeaderOptionList = readonly HeaderValueOption[];
 
-function headerOptions(list: HeaderOptionList | undefined, fieldNo = 2): Field[] {
+/** HeaderValueOption fields (`fieldNo`: 2 headers, 6 response_headers_to_add of OkHttpResponse). */
+export function headerOptions(list: HeaderOptionList | undefined, fieldNo = 2): Field[] {
   const out: Field[] = [];
   for (const h of list ?? []) {
     const opt: Field[] = [[1, [[1, h.header.key], [2, h.header.value]]]];

@@ -134,8 +134,9 @@ export class H2Call implements Call {
     wire.sweep.add(this);
     this.#swept = true;
     stream.on('data', (c: Buffer) => this.#guard(this.#onData, c));
-    stream.once('end', () => this.#guard(this.#onEnd));
-    stream.once('close', () => this.#onClose());
+    // 'end' and 'close' are emitted once per stream: `on` spares the once-wrapper per call
+    stream.on('end', () => this.#guard(this.#onEnd));
+    stream.on('close', () => this.#onClose());
     this.#listener = method.open(this);
     if (this.#kind === 'bidi') stream.on('drain', () => this.#listener?.drain?.());
   }
@@ -171,7 +172,7 @@ export class H2Call implements Call {
     if (!stream.readableEnded) resetWhenAnsweredEarly(stream);
     if (code === Status.OK) {
       if (!stream.headersSent) stream.respond(HEADERS, WAIT_FOR_TRAILERS);
-      stream.once('wantTrailers', sendOkTrailers);
+      stream.on('wantTrailers', sendOkTrailers); // emitted once per stream
       const frame = this.#pending;
       this.#pending = undefined;
       if (frame === undefined) stream.end();
