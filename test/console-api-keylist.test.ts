@@ -149,9 +149,14 @@ describe('the ledger and the account view', () => {
     const fresh = await get(`/v1/accounts/${ACCT}`);
     expect(fresh.body).toMatchObject({ currency: 'USD', wallet: { exists: false, balance_micros: 0 } });
     expect((await get(`/v1/accounts/${ACCT}/ledger`)).body).toEqual({ currency: 'USD', entries: [], next_cursor: null });
+    // A credit and a charge in one millisecond are ordered by the documented tie rule (credit first,
+    // as the newer); a pause after each credit keeps this test's order about time, not the tie.
+    const tick = () => new Promise((r) => setTimeout(r, 3));
     await srv.console.creditAccount(ACCT, 10_000_000, 'inv-1', CLI_ACTOR);
+    await tick();
     for (let i = 1; i <= 3; i++) await srv.console.recordUsage({ keyId: k.id, amountMicros: i * 1000, requestId: `req-${i}`, model: 'openai/gpt-4o-mini' });
     await srv.console.creditAccount(ACCT, 500_000, 'inv-2', CLI_ACTOR);
+    await tick();
     await srv.console.recordUsage({ keyId: k.id, amountMicros: 7, requestId: 'req-4' });
     expect((await get(`/v1/accounts/${ACCT}`)).body).toMatchObject({ currency: 'USD', wallet: { exists: true, enforced: true, balance_micros: 10_500_000 - 6_007 } });
 
