@@ -11,6 +11,8 @@ import { KeyConsole } from '../src/console/service.ts';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { ConsoleService } from '../src/console/service.ts';
 import type { WebhookConfig } from '../src/events/config.ts';
+import { eventsSchema } from '../src/schema/events.ts';
+import { wakeAccounts } from '../src/events/publish.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
@@ -93,6 +95,25 @@ describe('delivery worker', () => {
     expect(r.maxSameIdInFlight).toBe(1);
     await w1.stop(1000);
     await w2.stop(1000);
+  }, 30_000);
+
+  it('an event written in the millisecond the endpoint was created, after it, is delivered (the cursor starts before that millisecond)', async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const a = acct();
+    const { endpoint } = await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    // What a credit right after `create` gets when the server clock has not ticked yet: the stream id
+    // <creation ms>-0 (written here with that id, so the case does not depend on timing).
+    const s = eventsSchema('kg');
+    await mc.redis.sadd(s.accounts(), a);
+    await mc.redis.xadd(s.stream(a), `${endpoint.createdAt}-0`, 'type', 'wallet.credited', 'account', a, 'data', JSON.stringify({ reference: 'same-ms' }));
+    await wakeAccounts(mc.redis, 'kg', [a]);
+    await mc.creditAccount(a, 1, 'later', CLI_ACTOR);
+    const w = worker(config());
+    await until('both events', () => r.received.length >= 2);
+    await new Promise((x) => setTimeout(x, 300));
+    expect(r.received.map((x) => x.event.data.reference)).toEqual(['same-ms', 'later']);
+    await w.stop(1000);
   }, 30_000);
 
   it('an endpoint failing without a success for the stated time is disabled, with a webhook.disabled event to the others', async () => {

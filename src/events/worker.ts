@@ -240,7 +240,7 @@ export class DeliveryWorker {
         /* rewritten below */
       }
     }
-    return { cursor: `${e.createdAt}-0`, attempts: 0, nextAt: 0 };
+    return { cursor: startCursor(e.createdAt), attempts: 0, nextAt: 0 };
   }
 
   async #deliverPair(account: string, e: ActiveEndpoint): Promise<void> {
@@ -361,6 +361,16 @@ export class DeliveryWorker {
       }
     }
   }
+}
+
+/**
+ * A new endpoint's cursor: the last possible stream id before its creation's millisecond, so an event
+ * written in that millisecond after the endpoint (id `<creation ms>-<seq>`) is delivered. (Starting at
+ * `<creation ms>-0` lost such an event: the cursor is the last entry handled.) An event written in that
+ * same millisecond just before the endpoint may be delivered too.
+ */
+export function startCursor(createdAt: number): string {
+  return `${createdAt - 1}-18446744073709551615`;
 }
 
 /** Orders stream ids `<ms>-<seq>`. */
