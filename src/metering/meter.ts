@@ -12,6 +12,7 @@
  * at most `maxStreamMs` (then ended and booked from what was seen); per stream, the session's fixed
  * readers plus a decoder's window when the response is encoded (docs/metering.md, "Bounds").
  */
+import { ProblemLog } from './problem-log.ts';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PriceTable } from './pricing.ts';
@@ -58,12 +59,15 @@ export class Meter {
   readonly #open = new Set<Stream>();
   /** Outcomes being priced and queued (awaited by close). */
   readonly #ending = new Set<Promise<void>>();
+  /** At most 10 problem lines a second; the rest counted (metrics count every one). */
+  readonly #problems: ProblemLog;
   #closed = false;
 
   constructor(d: MeterDeps) {
     this.#d = d;
     this.#limits = d.limits ?? DEFAULT_METER_LIMITS;
     this.#now = d.now ?? Date.now;
+    this.#problems = new ProblemLog({ now: this.#now });
   }
 
   get openStreams(): number {
@@ -138,10 +142,14 @@ export class Meter {
     if (p.clamped) m.anomalies.inc({ kind: 'cost-clamped' });
     if (o.booking.estimated) m.anomalies.inc({ kind: 'estimated' });
     if (n.failure !== null || n.modelDiffers || n.identityMismatch) {
-      this.#d.log.warn(
-        { requestId: o.booking.request_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch },
-        'metering: response read with a problem (booked from what was read)',
-      );
+      const { tell, held } = this.#problems.take();
+      if (held > 0) this.#d.log.warn({ held }, 'metering: more responses read with a problem in the last window (counted in keygate_metering_anomalies_total and keygate_metering_failures_total)');
+      if (tell) {
+        this.#d.log.warn(
+          { requestId: o.booking.request_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch },
+          'metering: response read with a problem (booked from what was read)',
+        );
+      }
     }
     this.#d.booker.add(p);
   }
