@@ -49,12 +49,13 @@ function worker(c: WebhookConfig, leaseMs = 600): DeliveryWorker {
   return w;
 }
 
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
+/** Polls `f` until it gives a value; `what` may be a function, read at the timeout (what arrived). */
+async function until<T>(what: string | (() => string), f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await f();
     if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > end) throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -89,7 +90,7 @@ describe('delivery worker', () => {
     for (let i = 1; i <= 8; i++) await mc.creditAccount(a, i, `c${i}`, CLI_ACTOR);
     const w1 = worker(config(), 5000);
     const w2 = worker(config(), 5000);
-    await until('eight events', () => r.received.length >= 8);
+    await until(() => `eight events (got ${r.received.map((x) => x.event.data.reference).join(',')})`, () => r.received.length >= 8);
     await new Promise((x) => setTimeout(x, 400));
     expect(r.received.map((x) => x.event.data.reference)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8']);
     expect(r.maxSameIdInFlight).toBe(1);
