@@ -13,6 +13,7 @@ import { ApiError } from '../console-api/errors.ts';
 import { AccountId, ErrorBody } from '../console-api/schemas.ts';
 import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
 import { isWellFormedKey, keyDigest } from '../keys/format.ts';
+import { ENDPOINT_ID_PATTERN } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { loadWebhookConfig } from './config.ts';
 import { webhooksOf } from './service.ts';
@@ -27,7 +28,7 @@ export function isKeySelfRoute(url: string): boolean {
   return url === '/v1/key' || url.startsWith('/v1/key?');
 }
 
-const WebhookId = z.string().regex(/^wh_[0-9A-Za-z]{20}$/, 'must be wh_ followed by 20 letters and digits');
+const WebhookId = z.string().regex(ENDPOINT_ID_PATTERN, 'must be wh_ followed by 20 letters and digits');
 const EventType = z.enum(EVENT_TYPES);
 const Webhook = z.object({
   id: z.string(),
