@@ -13,7 +13,7 @@
  * between the two loses that one event (documented).
  */
 import type { Redis, Cluster } from 'ioredis';
-import { AlertField, EVENT_STREAM_MAXLEN, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
+import { AlertField, EVENT_STREAM_MAXLEN, EventField, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 import { SET_WALLET_LOW } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
@@ -53,7 +53,7 @@ export class EventPublisher {
   async publish(account: string | null, type: EventType, data: Record<string, unknown>): Promise<string> {
     const acct = account ?? NO_ACCOUNT;
     await this.noteAccount(acct);
-    const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', 'type', type, 'account', acct, 'data', JSON.stringify(data));
+    const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', EventField.type, type, EventField.account, acct, EventField.data, JSON.stringify(data));
     await wakeAccounts(this.redis, this.#ns, [acct]);
     return eventId(String(id), acct);
   }
