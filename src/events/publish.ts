@@ -15,7 +15,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { AlertField, EVENT_STREAM_MAXLEN, EventField, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
-import { SET_WALLET_LOW } from './lua.ts';
+import { DEFAULT_KEY_THRESHOLDS, SET_WALLET_LOW } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
 import { ConsoleError } from '../console/errors.ts';
 import type { Actor } from '../console/management.ts';
@@ -99,7 +99,7 @@ export class EventPublisher {
 
   async keyThresholds(account: string, keyId: string): Promise<number[]> {
     const v = await this.redis.hget(this.s.alerts(account), AlertField.keyThresholds(keyId));
-    if (v === null) return [50, 80, 100];
+    if (v === null) return [...DEFAULT_KEY_THRESHOLDS];
     return v === '' ? [] : v.split(',').map(Number);
   }
 }
