@@ -15,6 +15,7 @@ import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials
 import { isWellFormedKey, keyDigest } from '../keys/format.ts';
 import { ENDPOINT_ID_PATTERN } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
+import { KeyField } from '../schema/redis-schema.ts';
 import { loadWebhookConfig } from './config.ts';
 import { webhooksOf } from './service.ts';
 import { EVENT_TYPES } from './types.ts';
@@ -165,7 +166,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       const s = mc.schema;
       // One read for any well-formed key (unknown, revoked or valid): the same work until the status is known.
       const digest = keyDigest(isWellFormedKey(cred.key, prefix) ? cred.key : `${prefix}invalid`);
-      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), 'id', 'status', 'expires_at');
+      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), KeyField.id, KeyField.status, KeyField.expiresAt);
       const now = Date.now();
       if (!isWellFormedKey(cred.key, prefix) || id == null || status !== 'active' || (expiresAt !== null && Number(expiresAt) <= now)) {
         throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');
