@@ -13,7 +13,7 @@ import { ApiError } from '../console-api/errors.ts';
 import { AccountId, ErrorBody } from '../console-api/schemas.ts';
 import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
 import { isWellFormedKey, keyDigest } from '../keys/format.ts';
-import { ENDPOINT_ID_PATTERN } from '../schema/events.ts';
+import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { KeyField } from '../schema/redis-schema.ts';
 import { loadWebhookConfig } from './config.ts';
@@ -29,7 +29,7 @@ export function isKeySelfRoute(url: string): boolean {
   return url === '/v1/key' || url.startsWith('/v1/key?');
 }
 
-const WebhookId = z.string().regex(ENDPOINT_ID_PATTERN, 'must be wh_ followed by 20 letters and digits');
+const WebhookId = z.string().regex(ENDPOINT_ID_PATTERN, `must be ${ENDPOINT_ID_RULE}`);
 const EventType = z.enum(EVENT_TYPES);
 const Webhook = z.object({
   id: z.string(),
