@@ -152,10 +152,9 @@ export class DeliveryWorker {
     await this.#expiries(now);
     const endpoints = await this.#o.webhooks.active();
     if (endpoints.length === 0) return;
-    for (const e of endpoints) {
-      if (e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs) await this.#disable(e, now);
-    }
-    const live = endpoints.filter((e) => !(e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs));
+    const failedOut = (e: Endpoint) => e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs;
+    for (const e of endpoints) if (failedOut(e)) await this.#disable(e, now);
+    const live = endpoints.filter((e) => !failedOut(e));
     for (const e of live) if ((await this.#o.redis.llen(this.#s.replay(e.id))) > 0) this.#spawn(`replay ${e.id}`, () => this.#replays(e));
     if (now >= this.#nextSweep) {
       await this.#sweep(live);
