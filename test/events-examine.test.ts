@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { EventPublisher } from '../src/events/publish.ts';
+import { EventPublisher, eventKeysFor } from '../src/events/publish.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
 import { eventsSchema } from '../src/schema/events.ts';
@@ -61,4 +61,16 @@ describe('an account the worker cannot examine', () => {
     // The bad account stays claimed (looked at again after a lease), like one whose console died.
     expect(Number(await db.zscore(es.due(), 'a-bad'))).toBeGreaterThan(Date.now());
   }, 30_000);
+});
+
+describe('the list of accounts with events', () => {
+  it('is written in each namespace that a client publishes in (one client, two namespaces)', async () => {
+    await eventKeysFor(db, 'ns1', 'acct-two-ns');
+    await eventKeysFor(db, 'ns2', 'acct-two-ns');
+    expect(await db.sismember(eventsSchema('ns1').accounts(), 'acct-two-ns')).toBe(1);
+    expect(await db.sismember(eventsSchema('ns2').accounts(), 'acct-two-ns')).toBe(1);
+    await new EventPublisher(db, 'ns3').publish('acct-two-ns', 'account.disabled', { account_id: 'acct-two-ns', status: 'disabled' });
+    await eventKeysFor(db, 'ns3', 'acct-other');
+    expect((await db.smembers(eventsSchema('ns3').accounts())).sort()).toEqual(['acct-other', 'acct-two-ns']);
+  });
 });
