@@ -14,8 +14,7 @@
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { frameMessage, type Field } from '../transport/grpc/codec.ts';
 import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
-
-const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
+import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
 
 function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
   const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
@@ -38,7 +37,7 @@ function metadataField(identity: { keyId: string; accountId: string; model?: str
     [1, [[1, 'account_id'], [2, value(identity.accountId)]]],
   ];
   if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
-  return [8, [[1, [[1, AUTHZ_NAMESPACE], [2, fields]]]]];
+  return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
 }
 
 /** Reads a varint at `pos` → [value, next]. */

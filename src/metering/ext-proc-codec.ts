@@ -14,7 +14,7 @@
  * `BodyResponse` or `TrailersResponse` (constant bytes), or a `request_body` answer whose
  * `CommonResponse.body_mutation.body` replaces the request body.
  */
-import { frameMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
+import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
 
 export { WireError };
 
@@ -282,13 +282,9 @@ const ANSWER_FIELD: Readonly<Record<Phase, number>> = {
 /** Every phase a ProcessingResponse answers. */
 export const ANSWER_PHASES: readonly Phase[] = Object.freeze(Object.keys(ANSWER_FIELD) as Phase[]);
 
-function unframed(fields: readonly Field[]): Buffer {
-  return frameMessage(fields).subarray(5);
-}
-
 const CONTINUE: Readonly<Record<Phase, Buffer>> = Object.freeze(
   Object.fromEntries(
-    (Object.keys(ANSWER_FIELD) as Phase[]).map((p) => [p, unframed([[ANSWER_FIELD[p], []]])]),
+    (Object.keys(ANSWER_FIELD) as Phase[]).map((p) => [p, encodeMessage([[ANSWER_FIELD[p], []]])]),
   ) as Record<Phase, Buffer>,
 );
 
@@ -310,14 +306,5 @@ export function replaceRequestBodyResponse(body: Uint8Array, removeContentLength
   const common: Field[] = [];
   if (removeContentLength) common.push([2, [[2, 'content-length']]]);
   common.push([3, [[1, body]]]);
-  return unframed([[3, [[1, common]]]]);
-}
-
-/** The same bytes gRPC-framed (flag byte, 4-byte length), for a transport that wants frames. */
-export function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
-  return out;
+  return encodeMessage([[3, [[1, common]]]]);
 }
