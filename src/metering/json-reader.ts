@@ -159,7 +159,7 @@ export class JsonReader implements RecordView {
 
   // the record being read (this reader is the RecordView handed to onRecord)
   readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
-  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
   readonly strings: (string | null)[] = [null, null];
   readonly stringBad: number[] = [0, 0];
   /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
@@ -197,7 +197,7 @@ export class JsonReader implements RecordView {
   private clearRecord(): void {
     // element by element: Array.prototype.fill costs more than the stores on arrays this small
     const cs = this.countState;
-    for (let k = 0; k < SLOT_COUNT; k++) cs[k] = 0;
+    for (let k = 0; k < SLOT_COUNT; k++) cs[k] = UNSEEN;
     const st = this.strings;
     const sb = this.stringBad;
     for (let k = 0; k < STRING_SLOTS; k++) {
