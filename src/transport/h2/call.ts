@@ -350,8 +350,10 @@ export class H2Call implements Call {
     try {
       r = l.message(message);
     } finally {
-      if (lease !== undefined && r instanceof Promise) r.then(() => this.#giveBack(lease), () => this.#giveBack(lease));
-      else this.#giveBack(lease);
+      if (lease !== undefined && r instanceof Promise) {
+        const back = (): void => this.#giveBack(lease);
+        r.then(back, back);
+      } else this.#giveBack(lease);
     }
   }
 
