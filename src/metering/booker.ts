@@ -16,7 +16,7 @@ import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { MONEY_DEFAULTS } from '../console/wallet.ts';
 import { MAX_BALANCE_MICROS } from '../schema/money.ts';
-import { RECORD_USAGE, RECORD_USAGE_KEYS, usageRecordKeys } from '../schema/money-scripts.ts';
+import { RECORD_USAGE, RECORD_USAGE_EVENTS_AT, RECORD_USAGE_KEYS, usageRecordKeys } from '../schema/money-scripts.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { eventsSchema } from '../schema/events.ts';
 import { eventsWritten, wakeAccounts } from '../events/publish.ts';
@@ -110,7 +110,7 @@ export function redisBookingWrite(
       for (const a of fresh) listed.add(a);
     }
     // Accounts whose booking wrote an event (a wallet or limit alert): the webhook worker is woken for them.
-    const wake = (replies: unknown[]) => wakeAccounts(redis, s.ns, [...new Set(batch.filter((_, i) => eventsWritten(replies[i], 4) > 0).map((p) => p.booking.account))]);
+    const wake = (replies: unknown[]) => wakeAccounts(redis, s.ns, [...new Set(batch.filter((_, i) => eventsWritten(replies[i], RECORD_USAGE_EVENTS_AT) > 0).map((p) => p.booking.account))]);
     if (redis instanceof Cluster) {
       const c = redis as Cluster & WithRecordUsage;
       const settled = await Promise.allSettled(batch.map((p) => c.kgRecordUsage(...args(p))));
