@@ -17,6 +17,7 @@
  */
 import type { Family } from '../core/family.ts';
 import { pathOnly } from '../core/family.ts';
+import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { arr, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
 
 export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
@@ -202,7 +203,7 @@ const ALL = [IN, OUT, CACHED, CACHE_WRITE, REASONING];
 
 /** A model name metering accepts from a response: 1–256 printable ASCII characters without spaces. */
 export function isPlainModel(m: string): boolean {
-  return m.length > 0 && m.length <= 256 && /^[\x21-\x7e]+$/.test(m);
+  return PRICE_MODEL_PATTERN.test(m);
 }
 
 /** Folds one record of a response of `kind` into `u`. */
