@@ -13,9 +13,9 @@ import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
 import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS } from '../src/schema/money.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, startStack } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
@@ -26,15 +26,9 @@ let admin: string;
 let owner: string;
 const OWNED = `owned-${randomBytes(4).toString('hex')}`;
 
-beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  ({ srv, base, admin, owner } = await startTestConsole(redis.url, OWNED));
-}, 60_000);
-
-afterAll(async () => {
-  await srv?.close();
-  if (redis) await destroyRedis(redis);
+const fx = useTestConsole(OWNED);
+beforeAll(() => {
+  ({ redis, db, srv, base, admin, owner } = fx);
 });
 
 const call = (method: string, path: string, opts: ApiCallOptions = {}): Promise<ApiResponse> =>
