@@ -62,8 +62,8 @@ export function deny(code: DenyCode, detail?: string, keyId?: string): Deny {
   return { allow: false, code, status: DENY_STATUS[code], detail, keyId };
 }
 
-/** Rows 1-3 (header part): missing, ambiguous, non-Bearer scheme, malformed key. */
-export function credentialDeny(cred: Credential, wellFormed: boolean): Deny | null {
+/** Rows 1-3 (header part): missing, ambiguous, non-Bearer scheme (a malformed key is the `format` phase's). */
+export function credentialDeny(cred: Credential): Deny | null {
   switch (cred.kind) {
     case 'missing':
       return deny('API_KEY_REQUIRED');
@@ -72,7 +72,7 @@ export function credentialDeny(cred: Credential, wellFormed: boolean): Deny | nu
     case 'bad-scheme':
       return deny('INVALID_API_KEY', 'The Authorization header must use the Bearer scheme.');
     case 'key':
-      return wellFormed ? null : deny('INVALID_API_KEY');
+      return null;
   }
 }
 

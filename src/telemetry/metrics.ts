@@ -198,7 +198,7 @@ export class Metrics {
 
     this.observer = (outcome: CheckOutcome, _input, startedAt: bigint) => {
       const d = outcome.decision;
-      const c = d.allow ? 0 : (CODE_INDEX.get(d.code) ?? 0);
+      const c = codeIndex(d);
       const i = c * FAMILIES.length + FAMILY_INDEX[outcome.family];
       decisions[i] = decisions[i]! + 1;
       latency.observe(d.allow ? 0 : 1, Number(process.hrtime.bigint() - startedAt) / 1e9);

@@ -4,5 +4,5 @@ import type { Phase } from '../phase.ts';
 
 export const credential: Phase = {
   name: 'credential',
-  run: (d) => credentialDeny(d.credential, true),
+  run: (d) => credentialDeny(d.credential),
 };

@@ -28,6 +28,8 @@ export interface RateLimitDeps {
  * request builds no key string and no request object.
  */
 interface GrantRates {
+  /** The key's rates (`NO_RATES` when none) and the account's these were built for. */
+  readonly kr: Rates;
   readonly ar: Rates;
   readonly req: RateRequest;
   readonly keyTokens: string | null;
@@ -40,6 +42,7 @@ export function rateLimit(deps: RateLimitDeps): Phase {
     let r = byGrant.get(g);
     if (r === undefined || r.ar !== ar) {
       r = {
+        kr,
         ar,
         req: {
           keyWindow: kr.requests ? deps.keys.requests(g.account, g.id) : null,
@@ -61,13 +64,14 @@ export function rateLimit(deps: RateLimitDeps): Phase {
       const kr = g.rates ?? NO_RATES;
       const ar = d.accountRates;
       if (kr === NO_RATES && ar === NO_RATES) return null;
-      return decide(d, deps, kr, ar, ratesOf(g, kr, ar));
+      return decide(d, deps, ratesOf(g, kr, ar));
     },
   };
 }
 
-function decide(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates): PhaseAnswer | Promise<PhaseAnswer> {
+function decide(d: DecisionState, deps: RateLimitDeps, gr: GrantRates): PhaseAnswer | Promise<PhaseAnswer> {
   const g = d.grant!;
+  const { kr, ar } = gr;
   const now = d.env.now();
   const req = gr.req;
   const gate = d.gate;
@@ -81,19 +85,19 @@ function decide(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr:
     }
   }
   if (req.keyRate === null && req.accountRate === null) {
-    d.rate = allowRate(d, deps, kr, ar, gr, null, null);
+    d.rate = allowRate(d, deps, gr, null, null);
     return null;
   }
   const t = deps.limiter.take(req);
-  if (t instanceof Promise) return t.then((r) => answer(d, deps, kr, ar, gr, r));
-  return answer(d, deps, kr, ar, gr, t);
+  if (t instanceof Promise) return t.then((r) => answer(d, deps, gr, r));
+  return answer(d, deps, gr, t);
 }
 
-function answer(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates, r: TakeResult): PhaseAnswer {
+function answer(d: DecisionState, deps: RateLimitDeps, gr: GrantRates, r: TakeResult): PhaseAnswer {
   const g = d.grant!;
   if (r.kind === 'unavailable') return deny('AUTH_UNAVAILABLE', undefined, g.id);
-  if (r.kind === 'refuse') return rateDeny(requestRefusal(r.scope, r.retryAt, kr, ar), g.id, d.env.now());
-  d.rate = allowRate(d, deps, kr, ar, gr, r.key, r.account);
+  if (r.kind === 'refuse') return rateDeny(requestRefusal(r.scope, r.retryAt, gr.kr, gr.ar), g.id, d.env.now());
+  d.rate = allowRate(d, deps, gr, r.key, r.account);
   return null;
 }
 
@@ -116,7 +120,8 @@ function tokenView(deps: RateLimitDeps, window: string | null, rate: Rate | null
   return rate === null || window === null ? null : deps.tokenViews.view(window, rate);
 }
 
-function allowRate(d: DecisionState, deps: RateLimitDeps, kr: Rates, ar: Rates, gr: GrantRates, key: RateView | null, account: RateView | null): AllowRate {
+function allowRate(d: DecisionState, deps: RateLimitDeps, gr: GrantRates, key: RateView | null, account: RateView | null): AllowRate {
+  const { kr, ar } = gr;
   const tokens = kr.tokens || ar.tokens ? tighterView(tokenView(deps, gr.keyTokens, kr.tokens), tokenView(deps, gr.accountTokens, ar.tokens)) : null;
   return {
     headers: rateLimitHeaders({ requests: tighterView(key, account), tokens }, d.env.now()),

@@ -112,7 +112,10 @@ export interface CheckResponse {
   readonly dynamic_metadata?: { readonly fields: Readonly<Record<string, MetadataValue>> };
 }
 
-export const overwrite = (key: string, value: string): HeaderValueOption => ({ header: { key, value }, append: { value: false } });
+/** `append: false` of every option keygate sets: one shared value (options are read, never written). */
+const NO_APPEND: HeaderValueOption['append'] = Object.freeze({ value: false });
+
+export const overwrite = (key: string, value: string): HeaderValueOption => ({ header: { key, value }, append: NO_APPEND });
 
 /**
  * The parts of an allow its response is made of, besides `rate`. An allow without `rate` (a key and

@@ -29,7 +29,7 @@ import type { MessagePool } from './message-pool.ts';
 type Stream = http2.ServerHttp2Stream;
 
 /** Bytes a call may have sent that its client has not taken yet (HTTP/2 flow control), before it is cancelled. */
-export const SEND_BUFFER_MAX = 4 * 1024 * 1024;
+const SEND_BUFFER_MAX = 4 * 1024 * 1024;
 
 /** Request bytes reserved (declared lengths of messages being received). */
 export interface Budget {
@@ -350,8 +350,10 @@ export class H2Call implements Call {
     try {
       r = l.message(message);
     } finally {
-      if (lease !== undefined && r instanceof Promise) r.then(() => this.#giveBack(lease), () => this.#giveBack(lease));
-      else this.#giveBack(lease);
+      if (lease !== undefined && r instanceof Promise) {
+        const back = (): void => this.#giveBack(lease);
+        r.then(back, back);
+      } else this.#giveBack(lease);
     }
   }
 

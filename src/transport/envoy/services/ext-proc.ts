@@ -12,7 +12,7 @@ import type { Meter } from '../../../metering/meter.ts';
 import { GrpcStatus as Status } from '../grpc.ts';
 import type { Call, CallListener, ServiceMethod } from '../../service.ts';
 
-export const EXT_PROC_SERVICE = 'envoy.service.ext_proc.v3.ExternalProcessor';
+const EXT_PROC_SERVICE = 'envoy.service.ext_proc.v3.ExternalProcessor';
 export const PROCESS_PATH = `/${EXT_PROC_SERVICE}/Process`;
 
 /**
