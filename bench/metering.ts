@@ -14,14 +14,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as zlib from 'node:zlib';
 import { DEFAULT_METER_OPTIONS, MeterSession } from '../src/metering/session.ts';
-import { frameMessage, type Field } from '../src/transport/grpc/codec.ts';
+import { EXT_AUTHZ_NAMESPACE } from '../src/metering/ext-proc-codec.ts';
+import { encodeMessage, type Field } from '../src/transport/grpc/codec.ts';
 
 const { values: opt } = parseArgs({ options: { quick: { type: 'boolean', default: false } } });
 const FIX = join(import.meta.dirname, '..', 'test', 'fixtures', 'metering');
 
-const unframed = (f: readonly Field[]) => frameMessage(f).subarray(5);
 const headerMap = (h: Record<string, string>): Field[] => Object.entries(h).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]] as Field);
-const metadata: Field = [8, [[1, [[1, 'envoy.filters.http.ext_authz'], [2, [
+const metadata: Field = [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, [
   [1, [[1, 'key_id'], [2, [[3, 'key_0123456789abcdefABCD']]]]],
   [1, [[1, 'account_id'], [2, [[3, 'acct-demo']]]]],
   [1, [[1, 'model'], [2, [[3, 'gpt-4o-mini']]]]],
@@ -32,9 +32,9 @@ function messages(type: string, chunks: Buffer[], encoding?: string): Buffer[] {
   const resHeaders: Record<string, string> = { ':status': '200', 'content-type': type, date: 'Tue, 24 Nov 2026 23:00:00 GMT', 'x-request-id': 'abc' };
   if (encoding) resHeaders['content-encoding'] = encoding;
   return [
-    unframed([[2, [[1, headerMap(reqHeaders)]]], metadata]),
-    unframed([[3, [[1, headerMap(resHeaders)]]], metadata]),
-    ...chunks.map((c, i) => unframed([[5, [[1, c], ...(i === chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], metadata])),
+    encodeMessage([[2, [[1, headerMap(reqHeaders)]]], metadata]),
+    encodeMessage([[3, [[1, headerMap(resHeaders)]]], metadata]),
+    ...chunks.map((c, i) => encodeMessage([[5, [[1, c], ...(i === chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], metadata])),
   ];
 }
 

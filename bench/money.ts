@@ -15,17 +15,14 @@
  * Prints markdown.
  */
 import { join } from 'node:path';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
-import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
-import { startRedis } from './lib/redis.ts';
+import { startBench } from './lib/setup.ts';
 import { ENVOY_HEADERS, median } from './lib/common.ts';
 import { seedConsoleKey as seedKey } from './lib/seed.ts';
-import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
+import { runH2load, type H2loadResult } from './lib/h2load.ts';
 import { startTarget, type Target } from './lib/procs.ts';
 
 const { values: opt } = parseArgs({
@@ -40,17 +37,11 @@ const quick = opt.quick!;
 const ROUNDS = Number(opt.rounds ?? (quick ? 2 : 5));
 const DURATION = Number(opt.duration ?? (quick ? 2 : 5));
 const RECORD_SECONDS = quick ? 3 : 10;
-const HERE = dirname(fileURLToPath(import.meta.url));
 const log = (m: string) => process.stderr.write(`bench/money: ${m}\n`);
 
 async function main(): Promise<void> {
-  ensureH2load();
-  const tmp = join(HERE, 'tmp', `money-${process.pid}`);
-  mkdirSync(tmp, { recursive: true });
-  const redis = await startRedis();
-  const db = redis.client();
-  const s = schema();
-  const targets: Target[] = [];
+  const bench = await startBench('money');
+  const { tmp, redis, db, s, targets } = bench;
   const out: string[] = [];
   try {
     const plain = await seedKey(db, s, 'plain');
@@ -167,8 +158,7 @@ async function main(): Promise<void> {
     await Promise.all(cons.map((c) => c.close()));
     process.stdout.write(out.join('\n') + '\n');
   } finally {
-    for (const t of targets) await t.stop();
-    await redis.stop();
+    await bench.close();
   }
 }
 

@@ -13,15 +13,14 @@
  *    window against L.
  * Prints markdown.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
-import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
+import { runH2load, type H2loadResult } from './lib/h2load.ts';
 import { runLoad } from './lib/loadgen.ts';
 import { loadAverage, loadgen, startTarget, type Target } from './lib/procs.ts';
-import { startRedis } from './lib/redis.ts';
+import { startBench } from './lib/setup.ts';
 import { ENVOY_HEADERS, median } from './lib/common.ts';
 import { seedConsoleKey } from './lib/seed.ts';
 
@@ -42,13 +41,8 @@ const LIMIT = quick ? 600 : 3000;
 const log = (m: string) => process.stderr.write(`bench/rate: ${m}\n`);
 
 async function main(): Promise<void> {
-  ensureH2load();
-  const tmp = join(import.meta.dirname, 'tmp', `rate-${process.pid}`);
-  mkdirSync(tmp, { recursive: true });
-  const redis = await startRedis();
-  const db = redis.client();
-  const s = schema();
-  const targets: Target[] = [];
+  const bench = await startBench('rate');
+  const { tmp, redis, db, s, targets } = bench;
   const out: string[] = [];
   try {
     const env = { REDIS_URL: redis.url };
@@ -158,9 +152,7 @@ async function main(): Promise<void> {
     }
     process.stdout.write(out.join('\n') + '\n');
   } finally {
-    for (const t of targets) await t.stop();
-    await redis.stop();
-    rmSync(tmp, { recursive: true, force: true });
+    await bench.close();
   }
 }
 

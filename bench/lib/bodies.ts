@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { authorizationService } from '../../proto/envoy-protos.ts';
 import { BASE62, base62Fixed, CHECKSUM_CHARS, RANDOM_CHARS } from '../../src/keys/format.ts';
+import { frameBytes } from '../../src/transport/grpc/codec.ts';
 
 export const CHECK_PATH = '/envoy.service.auth.v3.Authorization/Check';
 
@@ -82,14 +83,8 @@ export function envoyCheckRequest(r: BenchRequest): object {
   };
 }
 
-/** A gRPC length-prefixed message (uncompressed). */
-export function grpcFrame(msg: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(5 + msg.length);
-  out[0] = 0;
-  out.writeUInt32BE(msg.length, 1);
-  msg.copy(out, 5);
-  return out;
-}
+/** A gRPC length-prefixed message (uncompressed): the sidecar's own framing. */
+export const grpcFrame: (msg: Uint8Array) => Buffer = frameBytes;
 
 /** The messages in a gRPC response body (unframed); throws on a truncated frame. */
 export function grpcUnframe(body: Buffer): Buffer[] {

@@ -9,10 +9,11 @@
 import * as http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { frameMessage, type Field } from '../../src/transport/grpc/codec.ts';
-import { grpcFrame } from './bodies.ts';
+import { encodeMessage, frameBytes, type Field } from '../../src/transport/grpc/codec.ts';
+import { EXT_AUTHZ_NAMESPACE } from '../../src/metering/ext-proc-codec.ts';
+import { PROCESS_PATH } from '../../src/transport/envoy/services/ext-proc.ts';
 
-export const PROCESS_PATH = '/envoy.service.ext_proc.v3.ExternalProcessor/Process';
+export { PROCESS_PATH };
 const FIX = join(import.meta.dirname, '..', '..', 'test', 'fixtures', 'metering');
 
 export interface Identity {
@@ -21,14 +22,13 @@ export interface Identity {
   model?: string;
 }
 
-const unframed = (f: readonly Field[]) => frameMessage(f).subarray(5);
 const headerMap = (h: Record<string, string>): Field[] => Object.entries(h).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]] as Field);
 const str = (name: string, v: string): Field => [1, [[1, name], [2, [[3, v]]]]];
 
 function metadataField(id: Identity): Field {
   const fields: Field[] = [str('key_id', id.keyId), str('account_id', id.accountId)];
   if (id.model) fields.push(str('model', id.model));
-  return [8, [[1, [[1, 'envoy.filters.http.ext_authz'], [2, fields]]]]];
+  return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
 }
 
 export interface ExchangeSpec {
@@ -55,18 +55,16 @@ export function exchangeMessages(x: ExchangeSpec): Buffer[] {
   if (x.encoding) resHeaders['content-encoding'] = x.encoding;
   const complete = x.complete !== false;
   return [
-    unframed([[2, [[1, headerMap(reqHeaders)]]], md, ...obs]),
-    unframed([[3, [[1, headerMap(resHeaders)]]], md, ...obs]),
-    ...x.chunks.map((c, i) => unframed([[5, [[1, c], ...(complete && i === x.chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], md, ...obs])),
+    encodeMessage([[2, [[1, headerMap(reqHeaders)]]], md, ...obs]),
+    encodeMessage([[3, [[1, headerMap(resHeaders)]]], md, ...obs]),
+    ...x.chunks.map((c, i) => encodeMessage([[5, [[1, c], ...(complete && i === x.chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], md, ...obs])),
   ];
 }
 
 /** The messages gRPC-framed and concatenated: one request body for h2load. */
 export function exchangeBody(x: ExchangeSpec): Buffer {
-  return Buffer.concat(exchangeMessages(x).map(framed));
+  return Buffer.concat(exchangeMessages(x).map((m) => frameBytes(m)));
 }
-
-const framed = grpcFrame;
 
 /** A 2 KiB chat completion (the recorded one with a longer answer). */
 export function json2k(): Buffer {
@@ -116,7 +114,7 @@ export function processStream(session: http2.ClientHttp2Session, messages: reado
     stream.on('close', () => resolve({ answers, grpcStatus: status }));
     stream.on('error', reject);
   });
-  for (const m of messages) stream.write(framed(m));
+  for (const m of messages) stream.write(frameBytes(m));
   if (end) stream.end();
   const answered = (n: number) => (answers >= n ? Promise.resolve() : new Promise<void>((r) => waiters.push({ n, r })));
   return { done, stream, answered };

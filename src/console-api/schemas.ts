@@ -4,10 +4,10 @@
  * unknown field is bad input, not silently ignored.
  */
 import { z } from 'zod';
-import { AUDIT_ACTIONS, TOKEN_ID_PATTERN } from '../console/management.ts';
+import { AUDIT_ACTIONS, TOKEN_ID_PATTERN, TOKEN_ID_RULE } from '../console/management.ts';
 import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
 import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
-import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
+import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
 import { KEY_SORTS, KEY_STATES, KEY_STATUS_FILTERS, PAGE_DEFAULT, PAGE_MAX } from '../core/key-page.ts';
 
@@ -29,9 +29,9 @@ const expiry = z
   .refine(isRealInstant, 'is not a real calendar date and time')
   .describe('ISO-8601 date (midnight UTC) or date-time with a zone');
 
-export const AccountId = z.string().regex(ACCOUNT_ID_PATTERN, 'must be 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit');
-export const KeyId = z.string().regex(KEY_ID_PATTERN, 'must be key_ followed by 16-32 letters and digits');
-export const TokenId = z.string().regex(TOKEN_ID_PATTERN, 'must be tok_ followed by 16-32 letters and digits');
+export const AccountId = z.string().regex(ACCOUNT_ID_PATTERN, `must be ${ACCOUNT_ID_RULE}`);
+export const KeyId = z.string().regex(KEY_ID_PATTERN, `must be ${KEY_ID_RULE}`);
+export const TokenId = z.string().regex(TOKEN_ID_PATTERN, `must be ${TOKEN_ID_RULE}`);
 
 /** The library's own rule (validateName): at most nameMaxChars characters (code points, as JSON Schema's maxLength counts). */
 const name = z

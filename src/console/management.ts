@@ -18,6 +18,8 @@ import { ALL_ACCOUNTS, IdempotencyField as IF, TokenField as TF } from '../schem
 /** Prefix of management tokens: distinct from every API-key prefix, so scanners and sidecars tell them apart. */
 export const TOKEN_PREFIX = 'kgmt_';
 export const TOKEN_ID_PATTERN = /^tok_[0-9A-Za-z]{16,32}$/;
+/** TOKEN_ID_PATTERN in words, for error messages. */
+export const TOKEN_ID_RULE = 'tok_ followed by 16-32 letters and digits';
 export { AUDIT_RETENTION } from './scripts.ts';
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 export const AUDIT_ACTIONS = ['create', 'update', 'reveal', 'roll', 'revoke', 'disable', 'enable', 'credit', 'token_create', 'token_revoke', 'webhook_create', 'webhook_remove', 'webhook_replay', 'alert', 'price_set', 'price_remove'] as const;
@@ -77,7 +79,7 @@ function randomId(prefix: string): string {
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 
 export function validateTokenId(id: unknown): string {
-  if (typeof id !== 'string' || !TOKEN_ID_PATTERN.test(id)) throw new ConsoleError('INVALID_INPUT', 'token id is invalid: token ids look like tok_ followed by 16-32 letters and digits');
+  if (typeof id !== 'string' || !TOKEN_ID_PATTERN.test(id)) throw new ConsoleError('INVALID_INPUT', `token id is invalid: token ids look like ${TOKEN_ID_RULE}`);
   return id;
 }
 

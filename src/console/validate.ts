@@ -8,7 +8,7 @@
  */
 import { NAME_FORBIDDEN } from '../core/key-rules.ts';
 import { allowsEveryModel, modelPatternError } from '../core/model/patterns.ts';
-import { ACCOUNT_ID_PATTERN, KEY_ID_PATTERN, LIMITS } from '../schema/redis-schema.ts';
+import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { ConsoleError } from './errors.ts';
 
 /** The one error of bad input: INVALID_INPUT with what is wrong. */
@@ -24,14 +24,14 @@ export function shown(v: string): string {
 
 export function validateAccountId(account: unknown): string {
   if (typeof account !== 'string' || !ACCOUNT_ID_PATTERN.test(account)) {
-    throw bad(`account id ${typeof account === 'string' ? shown(account) : ''} is invalid: 1-128 of [A-Za-z0-9._:@-], starting with a letter or digit`.replace('  ', ' '));
+    throw bad(`account id ${typeof account === 'string' ? shown(account) : ''} is invalid: ${ACCOUNT_ID_RULE}`.replace('  ', ' '));
   }
   return account;
 }
 
 export function validateKeyId(keyId: unknown): string {
   if (typeof keyId !== 'string' || !KEY_ID_PATTERN.test(keyId)) {
-    throw bad(`key id ${typeof keyId === 'string' ? shown(keyId) : ''} is invalid: key ids look like key_ followed by 16-32 letters and digits`.replace('  ', ' '));
+    throw bad(`key id ${typeof keyId === 'string' ? shown(keyId) : ''} is invalid: key ids look like ${KEY_ID_RULE}`.replace('  ', ' '));
   }
   return keyId;
 }

@@ -153,7 +153,7 @@ export class WalletOps {
     const s = this.#s;
     const ev = await eventKeysFor(this.#redis, s.ns, account); // events
     const r = (await this.#redis.eval(lua.CREDIT, 5, s.wallet(account), s.credits(account), s.gate(account), ...ev, String(amount), reference, String(MAX_BALANCE_MICROS), account)) as string[];
-    if (eventsWritten(r, 2) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
+    if (eventsWritten(r, lua.CREDIT_EVENTS_AT) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { account, reference, amountMicros: amount, credited: true, balanceMicros: Number(r[1]) };
@@ -205,7 +205,7 @@ export class WalletOps {
       outTok,
       account, // events
     )) as string[];
-    if (eventsWritten(r, 4) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
+    if (eventsWritten(r, lua.RECORD_USAGE_EVENTS_AT) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };

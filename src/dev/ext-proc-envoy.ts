@@ -12,10 +12,9 @@
  * end_of_stream 2}; Metadata {filter_metadata 1: map<string, Struct>}.
  */
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
-import { frameMessage, type Field } from '../transport/grpc/codec.ts';
+import { frameMessage, Reader, type Field } from '../transport/grpc/codec.ts';
 import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
-
-const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
+import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
 
 function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
   const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
@@ -38,38 +37,17 @@ function metadataField(identity: { keyId: string; accountId: string; model?: str
     [1, [[1, 'account_id'], [2, value(identity.accountId)]]],
   ];
   if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
-  return [8, [[1, [[1, AUTHZ_NAMESPACE], [2, fields]]]]];
+  return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
 }
 
-/** Reads a varint at `pos` → [value, next]. */
-function varint(b: Buffer, pos: number): [number, number] {
-  let v = 0;
-  let mul = 1;
-  for (let i = 0; i < 10 && pos < b.length; i++) {
-    const byte = b[pos++]!;
-    v += (byte & 0x7f) * mul;
-    if (byte < 0x80) return [v, pos];
-    mul *= 128;
-  }
-  throw new Error('bad varint');
-}
-
-/** The length-delimited field `no` of a message, or null. */
+/** The length-delimited field `no` of a message (the last one), or null; malformed bytes throw `WireError`. */
 function lenField(b: Buffer, no: number): Buffer | null {
-  let pos = 0;
+  const r = new Reader(b, 0);
   let found: Buffer | null = null;
-  while (pos < b.length) {
-    const [tag, p] = varint(b, pos);
-    pos = p;
-    const wt = tag & 7;
-    if (wt === 0) pos = varint(b, pos)[1];
-    else if (wt === 2) {
-      const [n, q] = varint(b, pos);
-      if (tag >>> 3 === no) found = b.subarray(q, q + n);
-      pos = q + n;
-    } else if (wt === 1) pos += 8;
-    else if (wt === 5) pos += 4;
-    else throw new Error('bad wire type');
+  while (r.pos < b.length) {
+    const tag = r.u32(b.length);
+    if (tag === ((no << 3) | 2)) found = r.bytes(b.length);
+    else r.skip(tag & 7, b.length);
   }
   return found;
 }

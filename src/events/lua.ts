@@ -18,7 +18,8 @@
  *       fired in the limit's current period
  * Both need `now`, `fmt` and `period_bounds` (money scripts' NOW and LUA_PERIODS).
  */
-import { EVENT_STREAM_MAXLEN } from '../schema/events.ts';
+import { AlertField as A, EVENT_STREAM_MAXLEN, EventField as E } from '../schema/events.ts';
+import { WalletField } from '../schema/money.ts';
 
 export const DEFAULT_KEY_THRESHOLDS = [50, 80, 100] as const;
 
@@ -26,32 +27,32 @@ export const EMIT_EVENT = `
 local function json_str(s) return cjson.encode(s) end
 local events_emitted = 0
 local function emit_event(stream, account, etype, data_json)
-  redis.call('XADD', stream, 'MAXLEN', '~', '${EVENT_STREAM_MAXLEN}', '*', 'type', etype, 'account', account, 'data', data_json)
+  redis.call('XADD', stream, 'MAXLEN', '~', '${EVENT_STREAM_MAXLEN}', '*', '${E.type}', etype, '${E.account}', account, '${E.data}', data_json)
   events_emitted = events_emitted + 1
 end
 `;
 
 export const ALERT_CHECKS = `${EMIT_EVENT}
 local function wallet_alerts(stream, alerts, account, balance)
-  local a = redis.call('HMGET', alerts, 'wallet_low', 'wallet_low_fired', 'wallet_empty_fired')
+  local a = redis.call('HMGET', alerts, '${A.walletLow}', '${A.walletLowFired}', '${A.walletEmptyFired}')
   if a[1] then
     local low = tonumber(a[1])
     if balance < low then
       if not a[2] then
-        redis.call('HSET', alerts, 'wallet_low_fired', '1')
+        redis.call('HSET', alerts, '${A.walletLowFired}', '1')
         emit_event(stream, account, 'wallet.low', '{"balance_micros":' .. fmt(balance) .. ',"threshold_micros":' .. fmt(low) .. '}')
       end
     elseif a[2] then
-      redis.call('HDEL', alerts, 'wallet_low_fired')
+      redis.call('HDEL', alerts, '${A.walletLowFired}')
     end
   end
   if balance <= 0 then
     if not a[3] then
-      redis.call('HSET', alerts, 'wallet_empty_fired', '1')
+      redis.call('HSET', alerts, '${A.walletEmptyFired}', '1')
       emit_event(stream, account, 'wallet.empty', '{"balance_micros":' .. fmt(balance) .. '}')
     end
   elseif a[3] then
-    redis.call('HDEL', alerts, 'wallet_empty_fired')
+    redis.call('HDEL', alerts, '${A.walletEmptyFired}')
   end
 end
 local function limit_alerts(stream, alerts, account, spend, key_id)
@@ -69,10 +70,10 @@ local function limit_alerts(stream, alerts, account, spend, key_id)
     if not cur[1] or tonumber(cur[1]) ~= start then return end
     spent = tonumber(cur[2] or '0')
   end
-  local list = redis.call('HGET', alerts, 'kthr:' .. key_id) or '${DEFAULT_KEY_THRESHOLDS.join(',')}'
+  local list = redis.call('HGET', alerts, '${A.keyThresholds('')}' .. key_id) or '${DEFAULT_KEY_THRESHOLDS.join(',')}'
   if list == '' then return end
   local mark = period .. ':' .. fmt(start) .. ':'
-  local fired = redis.call('HGET', alerts, 'kfired:' .. key_id) or ''
+  local fired = redis.call('HGET', alerts, '${A.keyFired('')}' .. key_id) or ''
   local top = 0
   if string.sub(fired, 1, #mark) == mark then top = tonumber(string.sub(fired, #mark + 1)) or 0 end
   -- need = ceil(limit * t / 100), exact: limit = q * 100 + r
@@ -87,7 +88,7 @@ local function limit_alerts(stream, alerts, account, spend, key_id)
       if pct > new_top then new_top = pct end
     end
   end
-  if new_top > top then redis.call('HSET', alerts, 'kfired:' .. key_id, mark .. fmt(new_top)) end
+  if new_top > top then redis.call('HSET', alerts, '${A.keyFired('')}' .. key_id, mark .. fmt(new_top)) end
 end
 `;
 
@@ -98,14 +99,14 @@ end
  */
 export const SET_WALLET_LOW = `
 if ARGV[1] == '' then
-  redis.call('HDEL', KEYS[1], 'wallet_low', 'wallet_low_fired')
+  redis.call('HDEL', KEYS[1], '${A.walletLow}', '${A.walletLowFired}')
   return 'OK'
 end
-redis.call('HSET', KEYS[1], 'wallet_low', ARGV[1])
-local bal = redis.call('HGET', KEYS[2], 'balance')
+redis.call('HSET', KEYS[1], '${A.walletLow}', ARGV[1])
+local bal = redis.call('HGET', KEYS[2], '${WalletField.balance}')
 if bal and tonumber(bal) < tonumber(ARGV[1]) then
-  redis.call('HSET', KEYS[1], 'wallet_low_fired', '1')
+  redis.call('HSET', KEYS[1], '${A.walletLowFired}', '1')
 else
-  redis.call('HDEL', KEYS[1], 'wallet_low_fired')
+  redis.call('HDEL', KEYS[1], '${A.walletLowFired}')
 end
 return 'OK'`;

@@ -1,8 +1,8 @@
 /**
  * Publishing events from TypeScript, and the settings the alert fragments read.
  *
- * A Lua script that publishes (src/events/lua.ts) gets `eventKeys(...)` appended to its KEYS and the
- * account as its last ARGV; its caller first runs `noteAccount` (the list of accounts with a
+ * A Lua script that publishes (src/events/lua.ts) gets `eventKeysFor(...)` appended to its KEYS and the
+ * account as its last ARGV; `eventKeysFor` first runs `noteAccount` (the list of accounts with a
  * stream, which the delivery worker's slow sweep walks, is written before the stream: an account in
  * the list may have no events yet, never the reverse — the same rule as the usage export's account
  * list), and after it `wakeAccounts` when the script reports events written: the account is put in
@@ -13,9 +13,9 @@
  * between the two loses that one event (documented).
  */
 import type { Redis, Cluster } from 'ioredis';
-import { AlertField, EVENT_STREAM_MAXLEN, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
+import { AlertField, EVENT_STREAM_MAXLEN, EventField, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
-import { SET_WALLET_LOW } from './lua.ts';
+import { DEFAULT_KEY_THRESHOLDS, SET_WALLET_LOW } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
 import { ConsoleError } from '../console/errors.ts';
 import type { Actor } from '../console/management.ts';
@@ -28,7 +28,6 @@ export class EventPublisher {
   readonly redis: RedisClient;
   readonly s: EventsSchema;
   readonly #ns: string;
-  readonly #noted = new Set<string>();
 
   constructor(redis: RedisClient, namespace: string) {
     this.redis = redis;
@@ -36,24 +35,16 @@ export class EventPublisher {
     this.s = eventsSchema(namespace);
   }
 
-  /** Adds the account to the list the delivery worker walks (once per process, bounded). */
-  async noteAccount(account: string): Promise<void> {
-    if (this.#noted.has(account)) return;
-    await this.redis.sadd(this.s.accounts(), account);
-    if (this.#noted.size >= 10_000) this.#noted.clear();
-    this.#noted.add(account);
-  }
-
-  /** The KEYS a publishing money script takes after its own: the event stream and the alerts hash. */
-  eventKeys(account: string): [string, string] {
-    return [this.s.stream(account), this.s.alerts(account)];
+  /** Adds the account to the list the delivery worker walks (once per client, namespace and account, bounded). */
+  noteAccount(account: string): Promise<void> {
+    return noteAccount(this.redis, this.#ns, account);
   }
 
   /** Publishes one event; returns its id. `data` must hold public fields only (never key material). */
   async publish(account: string | null, type: EventType, data: Record<string, unknown>): Promise<string> {
     const acct = account ?? NO_ACCOUNT;
     await this.noteAccount(acct);
-    const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', 'type', type, 'account', acct, 'data', JSON.stringify(data));
+    const id = await this.redis.xadd(this.s.stream(acct), 'MAXLEN', '~', String(EVENT_STREAM_MAXLEN), '*', EventField.type, type, EventField.account, acct, EventField.data, JSON.stringify(data));
     await wakeAccounts(this.redis, this.#ns, [acct]);
     return eventId(String(id), acct);
   }
@@ -99,7 +90,7 @@ export class EventPublisher {
 
   async keyThresholds(account: string, keyId: string): Promise<number[]> {
     const v = await this.redis.hget(this.s.alerts(account), AlertField.keyThresholds(keyId));
-    if (v === null) return [50, 80, 100];
+    if (v === null) return [...DEFAULT_KEY_THRESHOLDS];
     return v === '' ? [] : v.split(',').map(Number);
   }
 }
@@ -130,21 +121,27 @@ export function keyData(r: KeyRecord): Record<string, unknown> {
   };
 }
 
+/** Per client: the "namespace account" pairs already in their namespace's list of accounts with events. */
 const notedBy = new WeakMap<object, Set<string>>();
 
-/**
- * For a money script that publishes: lists the account for the delivery worker (once per client and
- * account, bounded) and returns the two KEYS to append (the event stream, the alerts hash).
- */
-export async function eventKeysFor(redis: RedisClient, namespace: string, account: string): Promise<[string, string]> {
-  const s = eventsSchema(namespace);
+/** Adds the account to the namespace's list the delivery worker's sweep walks (once per client, namespace and account; bounded). */
+export async function noteAccount(redis: RedisClient, namespace: string, account: string): Promise<void> {
   let noted = notedBy.get(redis);
   if (!noted) notedBy.set(redis, (noted = new Set()));
-  if (!noted.has(account)) {
-    await redis.sadd(s.accounts(), account);
-    if (noted.size >= 10_000) noted.clear();
-    noted.add(account);
-  }
+  const member = `${namespace} ${account}`;
+  if (noted.has(member)) return;
+  await redis.sadd(eventsSchema(namespace).accounts(), account);
+  if (noted.size >= 10_000) noted.clear();
+  noted.add(member);
+}
+
+/**
+ * For a money script that publishes: lists the account for the delivery worker (`noteAccount`) and
+ * returns the two KEYS to append (the event stream, the alerts hash).
+ */
+export async function eventKeysFor(redis: RedisClient, namespace: string, account: string): Promise<[string, string]> {
+  await noteAccount(redis, namespace, account);
+  const s = eventsSchema(namespace);
   return [s.stream(account), s.alerts(account)];
 }
 

@@ -13,7 +13,9 @@ import { ApiError } from '../console-api/errors.ts';
 import { AccountId, ErrorBody } from '../console-api/schemas.ts';
 import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
 import { isWellFormedKey, keyDigest } from '../keys/format.ts';
+import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
+import { KeyField } from '../schema/redis-schema.ts';
 import { loadWebhookConfig } from './config.ts';
 import { webhooksOf } from './service.ts';
 import { EVENT_TYPES } from './types.ts';
@@ -27,7 +29,7 @@ export function isKeySelfRoute(url: string): boolean {
   return url === '/v1/key' || url.startsWith('/v1/key?');
 }
 
-const WebhookId = z.string().regex(/^wh_[0-9A-Za-z]{20}$/, 'must be wh_ followed by 20 letters and digits');
+const WebhookId = z.string().regex(ENDPOINT_ID_PATTERN, `must be ${ENDPOINT_ID_RULE}`);
 const EventType = z.enum(EVENT_TYPES);
 const Webhook = z.object({
   id: z.string(),
@@ -164,7 +166,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       const s = mc.schema;
       // One read for any well-formed key (unknown, revoked or valid): the same work until the status is known.
       const digest = keyDigest(isWellFormedKey(cred.key, prefix) ? cred.key : `${prefix}invalid`);
-      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), 'id', 'status', 'expires_at');
+      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), KeyField.id, KeyField.status, KeyField.expiresAt);
       const now = Date.now();
       if (!isWellFormedKey(cred.key, prefix) || id == null || status !== 'active' || (expiresAt !== null && Number(expiresAt) <= now)) {
         throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');

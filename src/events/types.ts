@@ -42,13 +42,6 @@ export function eventId(streamId: string, account: string): string {
   return `evt_${ms}_${seq}_${accountTag(account)}`;
 }
 
-/** The stream entry id of an event id, if the id is well formed and belongs to `account`. */
-export function streamIdOf(id: string, account: string): string | null {
-  const m = EVENT_ID_PATTERN.exec(id);
-  if (!m || m[3] !== accountTag(account)) return null;
-  return `${m[1]}-${m[2]}`;
-}
-
 /** An event from its stream entry (XRANGE form); null when the entry is not an event. */
 export function eventFromEntry(streamId: string, fields: readonly string[], account: string): EventJson | null {
   const f: Record<string, string> = {};

@@ -8,14 +8,13 @@ import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { ConsoleError } from '../console/errors.ts';
 import { openSecret, parseKeyring, REVEAL_KEY_ENV, RevealKeyError, sealSecret, type Keyring } from '../keys/crypto.ts';
-import { DEAD_LETTERS_KEPT, ENDPOINTS_MAX, ENDPOINTS_PER_ACCOUNT_MAX, eventsSchema, type EventsSchema } from '../schema/events.ts';
+import { DEAD_LETTERS_KEPT, ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE, ENDPOINTS_MAX, ENDPOINTS_PER_ACCOUNT_MAX, eventsSchema, type EventsSchema } from '../schema/events.ts';
 import { ACCOUNT_ID_PATTERN } from '../schema/redis-schema.ts';
 import { checkUrl, DestinationError } from './ssrf.ts';
 import { EVENT_ID_PATTERN, EVENT_TYPES, type EventJson } from './types.ts';
 
 type RedisClient = Redis | Cluster;
 
-export const ENDPOINT_ID_PATTERN = /^wh_[0-9A-Za-z]{20}$/;
 export const SECRET_PREFIX = 'whsec_';
 
 export interface Endpoint {
@@ -113,7 +112,7 @@ function publicEndpoint(e: StoredEndpoint): Endpoint {
 }
 
 export function validateEndpointId(id: unknown): string {
-  if (typeof id !== 'string' || !ENDPOINT_ID_PATTERN.test(id)) throw new ConsoleError('INVALID_INPUT', 'a webhook id is wh_ and 20 letters or digits');
+  if (typeof id !== 'string' || !ENDPOINT_ID_PATTERN.test(id)) throw new ConsoleError('INVALID_INPUT', `a webhook id is ${ENDPOINT_ID_RULE}`);
   return id;
 }
 

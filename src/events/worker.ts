@@ -152,10 +152,9 @@ export class DeliveryWorker {
     await this.#expiries(now);
     const endpoints = await this.#o.webhooks.active();
     if (endpoints.length === 0) return;
-    for (const e of endpoints) {
-      if (e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs) await this.#disable(e, now);
-    }
-    const live = endpoints.filter((e) => !(e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs));
+    const failedOut = (e: Endpoint) => e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs;
+    for (const e of endpoints) if (failedOut(e)) await this.#disable(e, now);
+    const live = endpoints.filter((e) => !failedOut(e));
     for (const e of live) if ((await this.#o.redis.llen(this.#s.replay(e.id))) > 0) this.#spawn(`replay ${e.id}`, () => this.#replays(e));
     if (now >= this.#nextSweep) {
       await this.#sweep(live);
@@ -165,7 +164,10 @@ export class DeliveryWorker {
     while (!this.#stopped && this.#inFlight < this.#o.config.concurrency) {
       const claim = String(now + this.#leaseMs + 0.5);
       const accounts = (await r.eval(CLAIM, 1, this.#s.due(), String(now), claim, String(CLAIM_BATCH))) as string[];
-      for (const account of accounts) await this.#examine(account, live, now, claim);
+      for (const account of accounts) {
+        // One account that cannot be examined stays claimed (looked at again after a lease) and holds back no other.
+        await this.#examine(account, live, now, claim).catch((err: unknown) => this.#warnAccount(account, err));
+      }
       if (accounts.length < CLAIM_BATCH) break;
     }
   }
@@ -209,10 +211,18 @@ export class DeliveryWorker {
       cursor = next;
       const woken: string[] = [];
       for (const account of accounts) {
-        if ((await this.#behind(account, live.filter((e) => e.account === null || e.account === account))).length > 0) woken.push(account);
+        try {
+          if ((await this.#behind(account, live.filter((e) => e.account === null || e.account === account))).length > 0) woken.push(account);
+        } catch (err) {
+          this.#warnAccount(account, err); // the rest of the sweep goes on
+        }
       }
       await wakeAccounts(this.#o.redis, this.#o.namespace, woken);
     } while (cursor !== '0' && !this.#stopped);
+  }
+
+  #warnAccount(account: string, err: unknown): void {
+    this.#o.log.warn({ account, err: { message: (err as Error)?.message?.slice(0, 200) } }, 'webhook account examination failed');
   }
 
   /** Starts a delivery run of a pair; true when it runs (started now, or already running here). */

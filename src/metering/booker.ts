@@ -134,6 +134,8 @@ export interface BookerOptions {
   /** Bookings held at most (default 100,000); beyond: dropped, counted. */
   readonly maxPending?: number;
   readonly now?: () => number;
+  /** Runs after the last flush of `close` (e.g. to let go of the booker's own Redis connection). */
+  readonly onClosed?: () => void;
 }
 
 /** What the booker reports (metrics read it). */
@@ -152,6 +154,7 @@ export class Booker {
   readonly #maxBatch: number;
   readonly #maxPending: number;
   readonly #now: () => number;
+  readonly #onClosed: (() => void) | undefined;
   #pending: PricedBooking[] = [];
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> | null = null;
@@ -165,6 +168,7 @@ export class Booker {
     this.#maxBatch = opts.maxBatch ?? 500;
     this.#maxPending = opts.maxPending ?? 100_000;
     this.#now = opts.now ?? Date.now;
+    this.#onClosed = opts.onClosed;
   }
 
   get pending(): number {
@@ -236,5 +240,6 @@ export class Booker {
     const lost = this.#pending.splice(0);
     for (const p of lost) this.#events.unbooked(p, 'lost');
     if (lost.length > 0) this.#log.error({ bookings: lost.length }, 'metering: bookings not written before the shutdown deadline');
+    this.#onClosed?.();
   }
 }

@@ -14,7 +14,7 @@
  * `BodyResponse` or `TrailersResponse` (constant bytes), or a `request_body` answer whose
  * `CommonResponse.body_mutation.body` replaces the request body.
  */
-import { frameMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
+import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
 
 export { WireError };
 
@@ -91,14 +91,24 @@ function headerValue(r: Reader, end: number, out: string[]): void {
   out.push(key.toLowerCase(), raw ?? value);
 }
 
-function headerMap(r: Reader, end: number, out: string[]): void {
+/**
+ * Each field 1 (a LEN submessage) of the message in r.pos..end handed to `read` with its end; every
+ * other field skipped. The shape of a repeated field 1 (HeaderMap.headers) and of a map field 1
+ * (Struct.fields, Metadata.filter_metadata: each entry a message { key = 1; value = 2; }).
+ */
+function eachField1<T>(r: Reader, end: number, into: T, read: (r: Reader, stop: number, into: T) => void): void {
   while (r.pos < end) {
     const tag = r.u32(end);
     if (tag === ((1 << 3) | LEN)) {
       const n = r.len(end);
-      headerValue(r, r.pos + n, out);
+      read(r, r.pos + n, into);
     } else r.skip(tag & 7, end);
   }
+}
+
+/** HeaderMap { repeated HeaderValue headers = 1; } */
+function headerMap(r: Reader, end: number, out: string[]): void {
+  eachField1(r, end, out, headerValue);
 }
 
 /** HttpHeaders { HeaderMap headers = 1; bool end_of_stream = 3; } */
@@ -136,13 +146,7 @@ function httpBody(r: Reader, end: number, req: ProcessingRequest): void {
 /** HttpTrailers { HeaderMap trailers = 1; } */
 function httpTrailers(r: Reader, end: number, req: ProcessingRequest): void {
   const out: string[] = [];
-  while (r.pos < end) {
-    const tag = r.u32(end);
-    if (tag === ((1 << 3) | LEN)) {
-      const n = r.len(end);
-      headerMap(r, r.pos + n, out);
-    } else r.skip(tag & 7, end);
-  }
+  eachField1(r, end, out, headerMap);
   req.headers = out;
   req.body = null;
   req.endOfStream = true;
@@ -165,68 +169,49 @@ function stringValue(r: Reader, end: number): string | null {
 
 const META_FIELD_MAX = 256;
 
-/** Struct { map<string, Value> fields = 1; } → the three identity fields. */
-function authzStruct(r: Reader, end: number, meta: AuthzMetadata): void {
-  while (r.pos < end) {
-    const tag = r.u32(end);
-    if (tag !== ((1 << 3) | LEN)) {
-      r.skip(tag & 7, end);
-      continue;
-    }
-    const n = r.len(end);
-    const stop = r.pos + n;
-    let key = '';
-    let value: string | null = null;
-    while (r.pos < stop) {
-      const t = r.u32(stop);
-      if (t === ((1 << 3) | LEN)) key = r.str(stop);
-      else if (t === ((2 << 3) | LEN)) {
-        const m = r.len(stop);
-        value = stringValue(r, r.pos + m);
-      } else r.skip(t & 7, stop);
-    }
-    if (value !== null && (value.length === 0 || value.length > META_FIELD_MAX)) value = null; // empty: no identity
-    if (key === 'key_id') meta.keyId = value ?? undefined;
-    else if (key === 'account_id') meta.accountId = value ?? undefined;
-    else if (key === 'model') meta.model = value ?? undefined;
+/** One Struct.fields entry { string key = 1; Value value = 2; }: an identity field's string value. */
+function authzField(r: Reader, stop: number, meta: AuthzMetadata): void {
+  let key = '';
+  let value: string | null = null;
+  while (r.pos < stop) {
+    const t = r.u32(stop);
+    if (t === ((1 << 3) | LEN)) key = r.str(stop);
+    else if (t === ((2 << 3) | LEN)) {
+      const m = r.len(stop);
+      value = stringValue(r, r.pos + m);
+    } else r.skip(t & 7, stop);
   }
+  if (value !== null && (value.length === 0 || value.length > META_FIELD_MAX)) value = null; // empty: no identity
+  if (key === 'key_id') meta.keyId = value ?? undefined;
+  else if (key === 'account_id') meta.accountId = value ?? undefined;
+  else if (key === 'model') meta.model = value ?? undefined;
 }
 
-/** Metadata { map<string, Struct> filter_metadata = 1; } — only the ext_authz namespace. */
-function metadataContext(r: Reader, end: number, req: ProcessingRequest): void {
-  while (r.pos < end) {
-    const tag = r.u32(end);
-    if (tag !== ((1 << 3) | LEN)) {
-      r.skip(tag & 7, end);
-      continue;
-    }
-    const n = r.len(end);
-    const stop = r.pos + n;
-    let isAuthz = false;
-    let structStart = -1;
-    let structEnd = -1;
-    while (r.pos < stop) {
-      const t = r.u32(stop);
-      if (t === ((1 << 3) | LEN)) isAuthz = r.str(stop) === EXT_AUTHZ_NAMESPACE;
-      else if (t === ((2 << 3) | LEN)) {
-        const m = r.len(stop);
-        structStart = r.pos;
-        structEnd = r.pos + m;
-        r.pos += m;
-      } else r.skip(t & 7, stop);
-    }
-    if (isAuthz) {
-      // a map entry is one value: a later entry for the namespace replaces an earlier one
-      const meta: AuthzMetadata = {};
-      if (structStart >= 0) {
-        const save = r.pos;
-        r.pos = structStart;
-        authzStruct(r, structEnd, meta);
-        r.pos = save;
-      }
-      req.metadata = meta;
-    }
+/** One Metadata.filter_metadata entry { string key = 1; Struct value = 2; }: the ext_authz namespace's fields. */
+function filterMetadata(r: Reader, stop: number, req: ProcessingRequest): void {
+  let isAuthz = false;
+  let structStart = -1;
+  let structEnd = -1;
+  while (r.pos < stop) {
+    const t = r.u32(stop);
+    if (t === ((1 << 3) | LEN)) isAuthz = r.str(stop) === EXT_AUTHZ_NAMESPACE;
+    else if (t === ((2 << 3) | LEN)) {
+      const m = r.len(stop);
+      structStart = r.pos;
+      structEnd = r.pos + m;
+      r.pos += m;
+    } else r.skip(t & 7, stop);
   }
+  if (!isAuthz) return;
+  // a map entry is one value: a later entry for the namespace replaces an earlier one
+  const meta: AuthzMetadata = {};
+  if (structStart >= 0) {
+    const save = r.pos;
+    r.pos = structStart;
+    eachField1(r, structEnd, meta, authzField); // Struct { map<string, Value> fields = 1; }
+    r.pos = save;
+  }
+  req.metadata = meta;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -255,7 +240,7 @@ export function decodeProcessingRequest(buf: Buffer, opts: { metadata?: boolean 
         else httpTrailers(r, stop, req);
       } else if (w === LEN && f === 8 && wantMetadata) {
         const n = r.len(end);
-        metadataContext(r, r.pos + n, req);
+        eachField1(r, r.pos + n, req, filterMetadata); // Metadata { map<string, Struct> filter_metadata = 1; }
       } else if (w === VARINT && f === 10) {
         req.observabilityMode = r.long(end) !== 0;
       } else r.skip(w, end);
@@ -282,13 +267,9 @@ const ANSWER_FIELD: Readonly<Record<Phase, number>> = {
 /** Every phase a ProcessingResponse answers. */
 export const ANSWER_PHASES: readonly Phase[] = Object.freeze(Object.keys(ANSWER_FIELD) as Phase[]);
 
-function unframed(fields: readonly Field[]): Buffer {
-  return frameMessage(fields).subarray(5);
-}
-
 const CONTINUE: Readonly<Record<Phase, Buffer>> = Object.freeze(
   Object.fromEntries(
-    (Object.keys(ANSWER_FIELD) as Phase[]).map((p) => [p, unframed([[ANSWER_FIELD[p], []]])]),
+    (Object.keys(ANSWER_FIELD) as Phase[]).map((p) => [p, encodeMessage([[ANSWER_FIELD[p], []]])]),
   ) as Record<Phase, Buffer>,
 );
 
@@ -310,14 +291,5 @@ export function replaceRequestBodyResponse(body: Uint8Array, removeContentLength
   const common: Field[] = [];
   if (removeContentLength) common.push([2, [[2, 'content-length']]]);
   common.push([3, [[1, body]]]);
-  return unframed([[3, [[1, common]]]]);
-}
-
-/** The same bytes gRPC-framed (flag byte, 4-byte length), for a transport that wants frames. */
-export function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
-  return out;
+  return encodeMessage([[3, [[1, common]]]]);
 }

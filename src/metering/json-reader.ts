@@ -16,6 +16,19 @@
  * It is a reader of the values metering needs, not a validator: malformed JSON is not always
  * detected, and what a malformed record yields is bounded by the same checks as any count (a count
  * is a non-negative integer of at most MAX_COUNT, or it is marked bad and never used).
+ *
+ * Why not the request side's scanner (`src/core/model/json-scan.ts`) or primitives shared with it:
+ * the two look alike (whitespace table, string runs ended by `"` or `\`, escapes, numbers) but do
+ * different jobs. The scanner has the whole body in one buffer, validates it strictly (control bytes,
+ * `\u` hex digits, every number's grammar: its answer is property-tested against JSON.parse), and
+ * its primitives are index functions (`skipString(b, i, n)` → the index after, or -1 = refuse) with
+ * a 4-byte-word fast path over the body's memory. This reader gets a response body in chunks split
+ * at any byte and must not keep them, so each primitive here is a resumable state (S_STRING, S_ESC,
+ * S_UHEX, S_NUMBER, S_LITERAL) that may stop at a chunk's end and continue in the next; and it does
+ * not validate. Sharing the scanner's functions would mean buffering the body (the fixed memory per
+ * stream is the point); making them resumable would add state stores to the Check path's scan. What
+ * is literally common is two 256-byte tables (whitespace; `"`/`\`), not worth a module between
+ * core/model and metering.
  */
 
 /** What a value at a schema position is read for. */
@@ -146,7 +159,7 @@ export class JsonReader implements RecordView {
 
   // the record being read (this reader is the RecordView handed to onRecord)
   readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
-  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
   readonly strings: (string | null)[] = [null, null];
   readonly stringBad: number[] = [0, 0];
   /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
@@ -184,7 +197,7 @@ export class JsonReader implements RecordView {
   private clearRecord(): void {
     // element by element: Array.prototype.fill costs more than the stores on arrays this small
     const cs = this.countState;
-    for (let k = 0; k < SLOT_COUNT; k++) cs[k] = 0;
+    for (let k = 0; k < SLOT_COUNT; k++) cs[k] = UNSEEN;
     const st = this.strings;
     const sb = this.stringBad;
     for (let k = 0; k < STRING_SLOTS; k++) {

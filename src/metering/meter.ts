@@ -56,6 +56,8 @@ export class Meter {
   readonly #d: MeterDeps;
   readonly #limits: MeterLimits;
   readonly #now: () => number;
+  /** Every session's options (one object: a session only reads them). */
+  readonly #sessionOptions: MeterOptions;
   readonly #open = new Set<Stream>();
   /** Outcomes being priced and queued (awaited by close). */
   readonly #ending = new Set<Promise<void>>();
@@ -67,6 +69,7 @@ export class Meter {
     this.#d = d;
     this.#limits = d.limits ?? DEFAULT_METER_LIMITS;
     this.#now = d.now ?? Date.now;
+    this.#sessionOptions = { ...d.options, newRequestId: () => `m:${randomUUID()}` };
     this.#problems = new ProblemLog({ now: this.#now });
   }
 
@@ -81,7 +84,7 @@ export class Meter {
       this.#d.metrics.streams.inc({ outcome: 'overload' });
       return null;
     }
-    const s = new Stream(this, new MeterSession({ ...this.#d.options, newRequestId: () => `m:${randomUUID()}` }), this.#now());
+    const s = new Stream(this, new MeterSession(this.#sessionOptions), this.#now());
     this.#open.add(s);
     s.timer = setTimeout(() => {
       s.end();
@@ -161,7 +164,7 @@ export class Meter {
       s.end();
       s.onExpire?.();
     }
-    await Promise.race([Promise.all([...this.#ending]), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())).unref?.())]);
+    await Promise.race([Promise.all([...this.#ending]), new Promise((r) => setTimeout(r, Math.max(0, deadline - this.#now())).unref?.())]);
     await this.#d.booker.close(deadline);
   }
 }

@@ -133,6 +133,8 @@ export class MeterSession {
   private reader: JsonReader | null = null;
   private sse: SseReader | null = null;
   private decoder: ContentDecoder | null = null;
+  /** Where response body bytes go (decoder, SSE reader or JSON reader); null: nothing more is read. */
+  private feed: ((b: Uint8Array) => void) | null = null;
   private readonly notes: MeterNotes = {
     requestId: 'as-sent',
     identityMismatch: false,
@@ -264,6 +266,12 @@ export class MeterSession {
       this.noBooking = this.identity() === null ? 'no-identity' : 'not-metered';
       return;
     }
+    if (eos) this.responseEnded = true;
+    const enc = contentEncodingOf(headerOf(headers, 'content-encoding'));
+    if (enc === null) {
+      this.notes.failure = 'unsupported-encoding'; // nothing read: no reader made
+      return;
+    }
     const ep = this.endpoint;
     const reader = new JsonReader(responseSchema(ep.kind), (r) => foldRecord(ep.kind, r, this.usage));
     this.reader = reader;
@@ -282,21 +290,13 @@ export class MeterSession {
       this.sse = sse;
       sink = (b) => sse.write(b);
     } else sink = (b) => reader.write(b);
-    const enc = contentEncodingOf(headerOf(headers, 'content-encoding'));
-    if (enc === null) {
-      this.notes.failure = 'unsupported-encoding';
-      this.reader = null;
-      this.sse = null;
-    } else if (enc === 'identity') this.feed = sink;
+    if (enc === 'identity') this.feed = sink;
     else {
       const d = new ContentDecoder(enc, sink, this.opts);
       this.decoder = d;
       this.feed = (b) => d.write(b);
     }
-    if (eos) this.responseEnded = true;
   }
-
-  private feed: ((b: Uint8Array) => void) | null = null;
 
   private responseBody(body: Buffer, eos: boolean): void {
     if (this.noBooking !== null || !this.sawResponseHeaders) return;

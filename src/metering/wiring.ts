@@ -66,13 +66,8 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
       },
       flushFailed: () => mm.failures.inc({ kind: 'flush' }),
     },
-    { intervalMs: config.meterFlushMs },
+    { intervalMs: config.meterFlushMs, onClosed: () => redis.disconnect() },
   );
-  const closeBooker = booker.close.bind(booker);
-  booker.close = async (deadline: number) => {
-    await closeBooker(deadline);
-    redis.disconnect();
-  };
   meter = new Meter({
     booker,
     prices: priceSource(store),

@@ -25,6 +25,10 @@ export const EVENT_STREAM_MAXLEN = 100_000;
 export const DEAD_LETTERS_KEPT = 1_000;
 export const ENDPOINTS_MAX = 1_000;
 export const ENDPOINTS_PER_ACCOUNT_MAX = 20;
+/** A webhook endpoint's id: `wh_` and 20 letters or digits. */
+export const ENDPOINT_ID_PATTERN = /^wh_[0-9A-Za-z]{20}$/;
+/** ENDPOINT_ID_PATTERN in words, for error messages. */
+export const ENDPOINT_ID_RULE = 'wh_ followed by 20 letters and digits';
 
 /** Fields of an event stream entry. */
 export const EventField = { type: 'type', account: 'account', data: 'data' } as const;

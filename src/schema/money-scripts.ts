@@ -81,6 +81,8 @@ local function roll(hash, period, amount)
 end
 `;
 
+/** Where CREDIT's 'OK' reply tells the events written (`eventsWritten`). */
+export const CREDIT_EVENTS_AT = 2;
 /**
  * Credit. KEYS: wallet, credits, gate[, event stream, alerts]. ARGV: amount (micros), reference, max balance[, account].
  * With the two event KEYS: wallet.credited, and the wallet alerts re-armed (src/events/lua.ts).
@@ -147,6 +149,8 @@ export function usageRecordKeys(s: Schema, account: string, keyId: string, reque
   ];
 }
 
+/** Where RECORD_USAGE's 'OK' reply tells the events written (`eventsWritten`). */
+export const RECORD_USAGE_EVENTS_AT = 4;
 /**
  * Usage record, shared by `POST /v1/usage` (source `record`) and the sidecar's metering (source
  * `meter`). KEYS (all in the account's slot):

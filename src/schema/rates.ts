@@ -23,9 +23,6 @@ export { formatRate, MAX_RATE_REQUESTS, MAX_RATE_TOKENS, parseRateText, RATE_UNI
 /** Window length per unit (UTC, no leap seconds: every unit divides the epoch evenly). */
 export const UNIT_MS: Readonly<Record<RateUnit, number>> = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 };
 
-/** Largest token count one booking adds (input + output). */
-export const MAX_BOOKED_TOKENS = 1_000_000_000_000;
-
 /** The rates of a key or of an account, as the sidecar caches them with the record. */
 export interface Rates {
   readonly requests: Rate | null;

@@ -46,7 +46,11 @@ export const DEFAULT_NAMESPACE = 'kg';
 export const NAMESPACE_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 
 export const KEY_ID_PATTERN = /^key_[0-9A-Za-z]{16,32}$/;
+/** KEY_ID_PATTERN in words, for error messages. */
+export const KEY_ID_RULE = 'key_ followed by 16-32 letters and digits';
 export const ACCOUNT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
+/** ACCOUNT_ID_PATTERN in words, for error messages. */
+export const ACCOUNT_ID_RULE = '1-128 of [A-Za-z0-9._:@-], starting with a letter or digit';
 
 /** Field names of the key record hash. */
 export const KeyField = {

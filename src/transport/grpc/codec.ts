@@ -462,6 +462,15 @@ export function frameMessage(fields: readonly Field[]): Buffer {
   }
 }
 
+/** Encoded message bytes gRPC-framed (flag byte 0: not compressed, 4-byte length) in a new buffer. */
+export function frameBytes(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, 5);
+  return out;
+}
+
 /** The message's bytes without the gRPC frame (a part kept to assemble answers from). */
 export function encodeMessage(fields: readonly Field[]): Buffer {
   const framed = frameMessage(fields);

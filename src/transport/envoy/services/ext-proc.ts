@@ -7,7 +7,8 @@
  * stream bound, or any failure while metering, is ended with OK too: metering never fails a
  * request (with `failure_mode_allow: true` in envoy.yaml, not even an error status would).
  */
-import { ANSWER_PHASES, continueResponse, frame } from '../../../metering/ext-proc-codec.ts';
+import { ANSWER_PHASES, continueResponse } from '../../../metering/ext-proc-codec.ts';
+import { frameBytes } from '../../grpc/codec.ts';
 import type { Meter } from '../../../metering/meter.ts';
 import { GrpcStatus as Status } from '../grpc.ts';
 import type { Call, CallListener, ServiceMethod } from '../../service.ts';
@@ -19,11 +20,11 @@ export const PROCESS_PATH = `/${EXT_PROC_SERVICE}/Process`;
  * The "continue" answers (the session's shared constant bytes) framed once: almost every message of
  * a stream is answered with one of them, so none is copied into a new frame per message.
  */
-const FRAMED = new Map<Buffer, Buffer>(ANSWER_PHASES.map((p) => [continueResponse(p), frame(continueResponse(p))]));
+const FRAMED = new Map<Buffer, Buffer>(ANSWER_PHASES.map((p) => [continueResponse(p), frameBytes(continueResponse(p))]));
 
 /** An answer with the 5-byte gRPC prefix (not compressed): a prebuilt one, else a new frame. */
 function framed(reply: Buffer): Buffer {
-  return FRAMED.get(reply) ?? frame(reply);
+  return FRAMED.get(reply) ?? frameBytes(reply);
 }
 
 export class ExtProcMethod implements ServiceMethod {
