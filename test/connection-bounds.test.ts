@@ -12,6 +12,7 @@ import type { Redis } from 'ioredis';
 import { authorizationService } from '../proto/envoy-protos.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { checkRequest, EnvoyClient } from './helpers/envoy-client.ts';
+import { connect as rawConnect } from './helpers/h2-raw.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
 import { serveChild, type ServeChild } from './helpers/serve-child.ts';
@@ -39,14 +40,7 @@ afterAll(async () => {
   await destroyRedis(redis);
 });
 
-function connect(port: number): Promise<http2.ClientHttp2Session> {
-  const s = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: 4096 });
-  s.on('error', () => {});
-  return new Promise((resolve, reject) => {
-    s.once('connect', () => resolve(s));
-    s.once('error', reject);
-  });
-}
+const connect = (port: number): Promise<http2.ClientHttp2Session> => rawConnect(port, { maxSessionMemory: 4096 });
 
 interface Answer {
   grpcStatus: string | undefined;

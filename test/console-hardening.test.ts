@@ -13,9 +13,9 @@ import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
 import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS } from '../src/schema/money.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, startStack } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
@@ -26,15 +26,9 @@ let admin: string;
 let owner: string;
 const OWNED = `owned-${randomBytes(4).toString('hex')}`;
 
-beforeAll(async () => {
-  redis = await startRedis();
-  db = redis.client();
-  ({ srv, base, admin, owner } = await startTestConsole(redis.url, OWNED));
-}, 60_000);
-
-afterAll(async () => {
-  await srv?.close();
-  if (redis) await destroyRedis(redis);
+const fx = useTestConsole(OWNED);
+beforeAll(() => {
+  ({ redis, db, srv, base, admin, owner } = fx);
 });
 
 const call = (method: string, path: string, opts: ApiCallOptions = {}): Promise<ApiResponse> =>
@@ -266,10 +260,20 @@ describe('rate limits', () => {
     await small?.close();
   });
 
+  /** A 429 RATE_LIMITED that says when to come back: `retry-after` in whole seconds, within the minute's window. */
+  function expectTooMany(r: ApiResponse): void {
+    expect([r.status, r.body?.error?.code]).toEqual([429, 'RATE_LIMITED']);
+    const retry = Number(r.headers.get('retry-after'));
+    expect(Number.isInteger(retry), `retry-after ${r.headers.get('retry-after')}`).toBe(true);
+    expect(retry).toBeGreaterThanOrEqual(1);
+    expect(retry).toBeLessThanOrEqual(60);
+  }
+
   it("one token's reads do not starve another's, and usage records are not in the readers' bucket", async () => {
     const k = await callApi(smallBase, 'POST', `/v1/accounts/${OWNED}/keys`, { token: op, body: { name: 'billed' } });
     for (let i = 0; i < 30; i++) await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: own });
-    expect((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: own })).status).toBe(429);
+    const limited = await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: own });
+    expectTooMany(limited);
     // The operator's own bucket is untouched by the owner's reads.
     expect((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: op })).status).toBe(200);
     // Book-keeping writes have their own, larger bucket: 100 records after the reads all pass.
@@ -278,10 +282,10 @@ describe('rate limits', () => {
     );
     expect(booked.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
     // Before authentication: per address.
-    const anon: number[] = [];
-    for (let i = 0; i < 31; i++) anon.push((await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: 'kgmt_bogus' })).status);
-    expect(anon.slice(0, 30).every((s) => s === 401)).toBe(true);
-    expect(anon[30]).toBe(429);
+    const anon: ApiResponse[] = [];
+    for (let i = 0; i < 31; i++) anon.push(await callApi(smallBase, 'GET', `/v1/accounts/${OWNED}`, { token: 'kgmt_bogus' }));
+    expect(anon.slice(0, 30).every((r) => r.status === 401)).toBe(true);
+    expectTooMany(anon[30]!);
   });
 });
 

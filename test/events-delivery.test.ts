@@ -18,6 +18,7 @@ import { DeliveryWorker } from '../src/events/worker.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
+import { until } from './helpers/until.ts';
 
 const run = promisify(execFile);
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
@@ -47,17 +48,6 @@ function worker(c: WebhookConfig, leaseMs = 600): DeliveryWorker {
   workers.push(w);
   w.start();
   return w;
-}
-
-/** Polls `f` until it gives a value; `what` may be a function, read at the timeout (what arrived). */
-async function until<T>(what: string | (() => string), f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const acct = () => `d-${randomBytes(4).toString('hex')}`;

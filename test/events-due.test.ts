@@ -18,6 +18,7 @@ import { eventsSchema } from '../src/schema/events.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startRedis, destroyRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
+import { until } from './helpers/until.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 const es = eventsSchema('kg');
@@ -60,16 +61,6 @@ async function commandCalls(): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const m of (await db.info('commandstats')).matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) out[m[1]!] = Number(m[2]);
   return out;
-}
-
-async function until<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 describe('the delivery worker and idle accounts', () => {

@@ -17,6 +17,7 @@ import type { ConsoleServer } from '../src/console-api/main.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';
 import { startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startReceiver, type Receiver, type Received } from './helpers/webhook-receiver.ts';
+import { until } from './helpers/until.ts';
 
 const DOCS = readFileSync(new URL('../docs/events.md', import.meta.url), 'utf8');
 const nodeSnippet = /```js\n([\s\S]*?)```/.exec(DOCS)![1]!;
@@ -59,16 +60,6 @@ async function hook(account: string | null, r: Receiver, events?: string[]): Pro
   const res = await callApi(base, 'POST', '/v1/webhooks', { token: admin, body: { url: r.url, account, ...(events ? { events } : {}) } });
   expect(res.status).toBe(201);
   return res.body;
-}
-
-async function until<T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const types = (r: Receiver) => r.received.map((x) => x.event.type);

@@ -10,6 +10,7 @@ import * as http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../src/schema/redis-schema.ts';
 import { checkRequest } from './helpers/envoy-client.ts';
+import { connect as rawConnect } from './helpers/h2-raw.ts';
 import { authorizationService } from '../proto/envoy-protos.ts';
 import { seedKey } from './helpers/seed.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';
@@ -35,14 +36,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-function connect(): Promise<http2.ClientHttp2Session> {
-  const s = http2.connect(`http://127.0.0.1:${stack.sidecar.grpcPort}`);
-  s.on('error', () => {});
-  return new Promise((resolve, reject) => {
-    s.once('connect', () => resolve(s));
-    s.once('error', reject);
-  });
-}
+const connect = (): Promise<http2.ClientHttp2Session> => rawConnect(stack.sidecar.grpcPort);
 
 interface Answer {
   grpcStatus: string | undefined;

@@ -16,7 +16,7 @@ import { parseRateText, rateKeys, type Rate } from '../src/schema/rates.ts';
 import { deniedBody, deniedHeaders, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { startSentinel, type SentinelDeployment } from './helpers/redis-sentinel.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type Settings, type TestSidecar } from './helpers/sidecars.ts';
 
 const s = schema();
 const rk = rateKeys(s);
@@ -59,25 +59,34 @@ function expectRateLimited(res: CheckResponseMsg, text: string): void {
   expect(h['x-should-retry']).toBeUndefined();
 }
 
+/**
+ * Registers beforeAll/afterAll for the file's deployment (`start`), a sidecar on it with `settings`
+ * (tracking before the tests) and a key console; read the fixture inside tests.
+ */
+function useRateStack<D extends { url: string; destroy(): Promise<void> }>(start: () => Promise<D>, settings: Settings): { dep: D; sc: TestSidecar; kc: KeyConsole } {
+  const f = {} as { dep: D; sc: TestSidecar; kc: KeyConsole };
+  beforeAll(async () => {
+    f.dep = await start();
+    f.sc = await startTestSidecar(f.dep.url, settings);
+    f.kc = new KeyConsole({ redis: f.dep.url, revealKey: REVEAL });
+    await waitTracking(f.sc);
+  }, 60_000);
+  afterAll(async () => {
+    await f.kc?.close();
+    await f.sc?.close();
+    await f.dep?.destroy();
+  });
+  return f;
+}
+
 const count = (res: CheckResponseMsg[], outcome: string) => res.filter((r) => outcomeOf(r) === outcome).length;
 
 describe('Cluster (three masters): rate limits through a sidecar', () => {
   let dep: ClusterDeployment;
   let sc: TestSidecar;
   let kc: KeyConsole;
-
-  beforeAll(async () => {
-    dep = await startCluster(3);
-    sc = await startTestSidecar(dep.url, { countUsage: false, stalenessBoundMs: 10_000 });
-    kc = new KeyConsole({ redis: dep.url, revealKey: REVEAL });
-    await waitTracking(sc);
-  }, 60_000);
-
-  afterAll(async () => {
-    await kc?.close();
-    await sc?.close();
-    await dep?.destroy();
-  });
+  const f = useRateStack(() => startCluster(3), { countUsage: false, stalenessBoundMs: 10_000 });
+  beforeAll(() => ({ dep, sc, kc } = f));
 
   it('on every master: a key rate 10/m and an account rate 12/m allow exactly their counts; the records of one TAKE share a slot', async () => {
     const db = dep.client();
@@ -133,20 +142,9 @@ describe('Sentinel: rate limits through a sidecar, and during a planned failover
   let dep: SentinelDeployment;
   let sc: TestSidecar;
   let kc: KeyConsole;
-
-  beforeAll(async () => {
-    dep = await startSentinel();
-    // Cached grants answer while the store is paused, so requests reach the rate phase during the failover.
-    sc = await startTestSidecar(dep.url, { countUsage: false, redisTimeoutMs: 500, serveCachedDuringOutage: true });
-    kc = new KeyConsole({ redis: dep.url, revealKey: REVEAL });
-    await waitTracking(sc);
-  }, 60_000);
-
-  afterAll(async () => {
-    await kc?.close();
-    await sc?.close();
-    await dep?.destroy();
-  });
+  // Cached grants answer while the store is paused, so requests reach the rate phase during the failover.
+  const f = useRateStack(startSentinel, { countUsage: false, redisTimeoutMs: 500, serveCachedDuringOutage: true });
+  beforeAll(() => ({ dep, sc, kc } = f));
 
   it('a key rate 10/m allows exactly 10 of 13 and refuses the rest with a 429 in the client shape', async () => {
     const account = `acct-rl-${randomBytes(3).toString('hex')}`;
