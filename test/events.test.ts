@@ -317,4 +317,27 @@ describe('management routes', () => {
     // the key is not accepted anywhere else
     expect((await callApi(base, 'GET', `/v1/accounts/${a}/keys`, { headers: { 'x-api-key': created.key } })).status).toBe(401);
   });
+
+  it("GET /v1/key: the key's request and token rates with the current window's use, remaining and end", async () => {
+    const a = acct();
+    const rated = await mc().createKey(
+      { account: a, name: 'rated', models: null, expiresAt: null, limit: null, rates: { requests: { count: 5, per: 'minute' }, tokens: { count: 1000, per: 'hour' } } },
+      CLI_ACTOR,
+    );
+    await mc().recordUsage({ keyId: rated.id, amountMicros: 1, requestId: 't1', inputTokens: 300, outputTokens: 100 });
+    const res = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': rated.key } });
+    expect(res.status).toBe(200);
+    const hourEnd = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000).toISOString();
+    expect(res.body.limit).toBeNull();
+    expect(res.body.rate).toEqual({ requests: 5, per: 'minute', used: 0, remaining: 5, resets_at: expect.stringMatching(/:00\.000Z$/) });
+    expect(res.body.token_rate).toEqual({ tokens: 1000, per: 'hour', used: 400, remaining: 600, resets_at: hourEnd });
+    await mc().recordUsage({ keyId: rated.id, amountMicros: 1, requestId: 't2', inputTokens: 900, outputTokens: 0 });
+    const over = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': rated.key } });
+    expect(over.body.token_rate).toMatchObject({ used: 1300, remaining: 0 }); // never below 0
+    // the same rates as the owner's view of the key
+    const owned = (await callApi(base, 'GET', `/v1/keys/${rated.id}`, { token: admin })).body;
+    expect({ requests: over.body.rate.requests, per: over.body.rate.per }).toEqual(owned.rate);
+    expect({ tokens: over.body.token_rate.tokens, per: over.body.token_rate.per }).toEqual(owned.token_rate);
+    expect(over.body.token_rate.used).toBe(owned.rate_use.tokens.used);
+  });
 });

@@ -16,6 +16,8 @@ import { isWellFormedKey, keyDigest } from '../keys/format.ts';
 import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { KeyField } from '../schema/redis-schema.ts';
+import type { Rate } from '../core/rate-text.ts';
+import type { RateUse } from '../console/rates.ts';
 import { loadWebhookConfig } from './config.ts';
 import { webhooksOf } from './service.ts';
 import { EVENT_TYPES } from './types.ts';
@@ -54,9 +56,21 @@ const KeySelf = z.object({
   expires_at: z.string().nullable(),
   models: z.array(z.string()).nullable(),
   limit: z.object({ amount_micros: z.number(), period: z.string(), remaining_micros: z.number() }).nullable(),
-  rate: z.null().describe('requests per minute and the current window (not yet: keys have no rate yet)'),
-  token_rate: z.null().describe('tokens per minute and the current window (not yet)'),
+  rate: z
+    .object({ requests: z.number(), per: z.string(), used: z.number(), remaining: z.number(), resets_at: z.string() })
+    .nullable()
+    .describe("the key's request rate and its current window: requests counted so far, left, and when the window ends (null: no request rate)"),
+  token_rate: z
+    .object({ tokens: z.number(), per: z.string(), used: z.number(), remaining: z.number(), resets_at: z.string() })
+    .nullable()
+    .describe("the key's token rate and its current window: booked tokens so far, left, and when the window ends (null: no token rate)"),
 });
+
+/** A rate with its current window's use; `remaining` never below 0 (a booking may pass the rate). */
+function rateWindow(r: Rate | null, use: RateUse | null): { count: number; per: string; used: number; remaining: number; resets_at: string } | null {
+  if (r === null || use === null) return null;
+  return { count: r.count, per: r.per, used: use.used, remaining: Math.max(0, r.count - use.used), resets_at: use.resetsAt };
+}
 
 export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
@@ -173,6 +187,8 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       }
       const v = await mc.getKeyView(id);
       const lim = v.usage.limit;
+      const rq = rateWindow(v.rates.requests, v.rateUse.requests);
+      const tk = rateWindow(v.rates.tokens, v.rateUse.tokens);
       return {
         id: v.id,
         name: v.name,
@@ -180,8 +196,8 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
         expires_at: iso(v.expiresAt),
         models: v.models === null ? null : [...v.models],
         limit: lim === null ? null : { amount_micros: lim.amountMicros, period: lim.period, remaining_micros: Math.max(0, lim.amountMicros - v.usage.spend.periodMicros) },
-        rate: null,
-        token_rate: null,
+        rate: rq === null ? null : { requests: rq.count, per: rq.per, used: rq.used, remaining: rq.remaining, resets_at: rq.resets_at },
+        token_rate: tk === null ? null : { tokens: tk.count, per: tk.per, used: tk.used, remaining: tk.remaining, resets_at: tk.resets_at },
       };
     },
   );
