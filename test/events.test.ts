@@ -340,4 +340,22 @@ describe('management routes', () => {
     expect({ tokens: over.body.token_rate.tokens, per: over.body.token_rate.per }).toEqual(owned.token_rate);
     expect(over.body.token_rate.used).toBe(owned.rate_use.tokens.used);
   });
+
+  it('GET /v1/key is rate-limited per client address (60 a minute): a 429 with retry-after, not a 401', async () => {
+    // Last in the file: it spends this address's minute for the route.
+    const k = await mc().createKey({ account: acct(), name: 'poll', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof callApi>> | undefined;
+    for (let i = 0; i < 61 && !limited; i++) {
+      const res = await callApi(base, 'GET', '/v1/key', { headers: { authorization: `Bearer ${k.key}` } });
+      statuses.push(res.status);
+      if (res.status === 429) limited = res;
+    }
+    expect(limited, `61 calls: ${statuses.join(',')}`).toBeDefined();
+    expect(statuses.slice(0, -1).every((x) => x === 200)).toBe(true);
+    expect(limited!.body.error.code).toBe('RATE_LIMITED');
+    expect(Number(limited!.headers.get('retry-after'))).toBeGreaterThan(0);
+    // the management routes keep their own buckets
+    expect((await callApi(base, 'GET', '/v1/webhooks', { token: admin })).status).toBe(200);
+  });
 });
