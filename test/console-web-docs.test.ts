@@ -74,6 +74,16 @@ describe('docs/web-console.md', () => {
     expect(((await gone.json()) as { error: { message: string } }).error.message).toMatch(/expired or was signed out/);
   });
 
+  it('the README shows a committed screenshot of each main state the page has (every one it shows exists)', () => {
+    const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
+    const shown = [...readme.matchAll(/!\[[^\]]*\]\(docs\/screenshots\/([\w-]+\.png)\)/g)].map((m) => m[1]!);
+    const committed = readdirSync(join(import.meta.dirname, '..', 'docs', 'screenshots'));
+    for (const f of shown) expect(committed, f).toContain(f);
+    // signed out, the table, the form's errors, a new key, limit reached, the account, 360 px, and the designed states
+    const main = ['sign-in', 'list', 'create-errors', 'created', 'limit-reached', 'account', 'list-360', 'usage', 'empty', 'loading', 'error', 'offline', 'session-ended'];
+    expect(shown.map((f) => f.replace(/\.png$/, '')).sort()).toEqual(expect.arrayContaining(main.sort()));
+  });
+
   it('states the bundle sizes of the built page (rounded to the KiB, at most what it says)', () => {
     const files = readdirSync(ASSETS);
     const js = files.filter((f) => f.endsWith('.js')).map((f) => readFileSync(join(ASSETS, f)));
