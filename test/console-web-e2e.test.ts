@@ -425,12 +425,26 @@ describe('the API keys page', () => {
 
     const create = page.getByRole('button', { name: 'Create key' });
     expect(await create.getAttribute('aria-disabled')).toBe('true');
+    // and looks off: dimmed, with the not-allowed cursor (it stays focusable to read the reason)
+    const looks = () => create.evaluate((b) => ({ opacity: Number(getComputedStyle(b).opacity), cursor: getComputedStyle(b).cursor }));
+    expect(await looks()).toEqual({ opacity: expect.closeTo(0.6, 2), cursor: 'not-allowed' });
     expect(await page.locator('#create-blocked').innerText()).toMatch(/100 active keys, the most it may have/);
     await create.focus(); // aria-disabled: focusable, so the reason is read out, but it opens nothing
     await page.keyboard.press('Enter');
     expect(await page.getByRole('dialog').count()).toBe(0);
     await axe(page, 'full list');
     await shot(page, 'list');
+    // 50 rows a screen can hold: no cell wraps word by word (Tokens and Rates included), each row a line or two.
+    const heights = await page.locator('tbody tr.key').evaluateAll((rows) => rows.map((r) => r.getBoundingClientRect().height));
+    expect(heights).toHaveLength(50);
+    expect(Math.max(...heights)).toBeLessThan(80);
+    // On a wide screen the whole table fits, the row's buttons included: no sideways scrolling.
+    await page.setViewportSize({ width: 1920, height: 1080 });
+    const wrap = page.locator('.table-wrap', { has: keysTable(page) });
+    expect(await wrap.evaluate((w) => ({ scroll: w.scrollWidth, client: w.clientWidth }))).toEqual({ scroll: expect.any(Number), client: expect.any(Number) });
+    await poll(() => wrap.evaluate((w) => w.scrollWidth <= w.clientWidth)).toBe(true);
+    expect(await row(page, 'svc-129').getByRole('button', { name: 'Revoke' }).evaluate((b) => b.getBoundingClientRect().right <= window.innerWidth)).toBe(true);
+    await page.setViewportSize({ width: 1100, height: 800 });
     await page.setViewportSize({ width: 360, height: 780 });
     // Nothing wider than the screen (the table scrolls in its own region); Sign out on one line.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
@@ -451,6 +465,7 @@ describe('the API keys page', () => {
     await page.reload();
     await page.getByText('1–1 of 1 key').waitFor();
     expect(await page.getByRole('button', { name: 'Create key' }).getAttribute('aria-disabled')).toBe('false');
+    expect(await looks()).toEqual({ opacity: 1, cursor: 'pointer' });
   }, 120_000);
 
   it('the ledger pages and exports as CSV; the audit lists the account events', async () => {
