@@ -634,4 +634,26 @@ describe('the API keys page', () => {
     await dialog.getByText('You will not see this key again unless you reveal it.').waitFor();
     expect(await konsole.keyCount(ACCOUNT)).toBe(keys + 1);
   });
+
+  it('the account panel says "No wallet" for an account never credited, and a balance below zero is owed, not "empty"', async () => {
+    const { page } = browser;
+    await page.getByRole('dialog').getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    const other = 'acct-nowallet';
+    const t = await konsole.createToken(other, 'owner');
+    await page.getByLabel('Token').fill(t.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('No keys yet.').waitFor();
+    await poll(() => page.locator('.account').innerText()).toMatch(/Balance\s+No wallet\s+Requests are not limited by a balance\./);
+    expect(await page.locator('.account').innerText()).not.toMatch(/0\.00/);
+    await axe(page, 'no wallet');
+
+    const k = await konsole.server.console.createKey({ account: other, name: 'owing', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
+    await konsole.credit(other, 1_000_000);
+    await konsole.recordUsage(k.id, 3_000_000);
+    await page.reload();
+    await poll(() => page.locator('.account').innerText()).toMatch(/Balance\s+-2\.00 USD\s+The balance is below zero \(owed\): requests are refused until it is topped up\./);
+    expect(await page.locator('.account').innerText()).not.toMatch(/empty/i);
+    await axe(page, 'balance below zero');
+  });
 });
