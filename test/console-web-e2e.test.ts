@@ -649,11 +649,35 @@ describe('the API keys page', () => {
     await axe(page, 'no wallet');
 
     const k = await konsole.server.console.createKey({ account: other, name: 'owing', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
+    // (a millisecond apart: the ledger orders by the millisecond, then credits before charges)
     await konsole.credit(other, 1_000_000);
+    await new Promise((r) => setTimeout(r, 3));
     await konsole.recordUsage(k.id, 3_000_000);
     await page.reload();
     await poll(() => page.locator('.account').innerText()).toMatch(/Balance\s+-2\.00 USD\s+The balance is below zero \(owed\): requests are refused until it is topped up\./);
     expect(await page.locator('.account').innerText()).not.toMatch(/empty/i);
     await axe(page, 'balance below zero');
+
+    // The ledger 20 at a time, newest first, Older / Newer entries; the CSV holds every entry.
+    for (let i = 0; i < 25; i++) {
+      await new Promise((r) => setTimeout(r, 3));
+      await konsole.credit(other, 10_000 * (i + 1)); // 0.01 … 0.25
+    }
+    await page.reload();
+    const ledger = page.locator('.ledger-section');
+    const amounts = () => ledger.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.children[2]!.textContent!.trim()));
+    await poll(amounts).toHaveLength(20);
+    expect((await amounts()).slice(0, 3)).toEqual(['+0.25', '+0.24', '+0.23']);
+    expect(await ledger.getByRole('button', { name: 'Newer entries' }).isDisabled()).toBe(true);
+    await ledger.getByRole('button', { name: 'Older entries' }).click();
+    await poll(amounts).toEqual(['+0.05', '+0.04', '+0.03', '+0.02', '+0.01', '-3.00', '+1.00']);
+    expect(await ledger.getByRole('button', { name: 'Older entries' }).isDisabled()).toBe(true);
+    await ledger.getByRole('button', { name: 'Newer entries' }).click();
+    await poll(async () => (await amounts())[0]).toBe('+0.25');
+    const download = page.waitForEvent('download');
+    await ledger.getByRole('button', { name: 'Export CSV' }).click();
+    const csv = readFileSync(await (await download).path(), 'utf8').trim().split('\r\n');
+    expect(csv).toHaveLength(1 + 27);
+    await ledger.getByText('Exported 27 entries.').waitFor();
   });
 });
