@@ -680,4 +680,22 @@ describe('the API keys page', () => {
     expect(csv).toHaveLength(1 + 27);
     await ledger.getByText('Exported 27 entries.').waitFor();
   });
+
+  it('a session that ran out its time ends with "it expired", keeping what was typed', async () => {
+    const { page } = browser;
+    await page.clock.install();
+    await page.reload(); // the same session, the page now on a clock the test moves
+    await page.getByRole('button', { name: 'Create key' }).waitFor();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('dialog').getByLabel('Name', { exact: true }).fill('typed before expiry');
+    // 8 hours on (the session's lifetime), and Redis drops the session at its expiry as PEXPIREAT does.
+    await page.clock.fastForward('08:00:05');
+    const sessions = await stack.db.keys('*websession*');
+    expect(sessions.length).toBeGreaterThan(0);
+    await stack.db.del(...sessions);
+    await page.getByRole('dialog').getByRole('button', { name: 'Create', exact: true }).click();
+    await page.getByText('Your session has ended: it expired. Sign in again. What you typed is kept for after you sign in.').waitFor();
+    expect(await konsole.keyCount('acct-nowallet')).toBe(1); // nothing made
+    await axe(page, 'session expired');
+  });
 });
