@@ -681,6 +681,40 @@ describe('the API keys page', () => {
     await ledger.getByText('Exported 27 entries.').waitFor();
   });
 
+  it('an API refusal lands where it belongs: the key limit at the foot of the form, a failed reveal in its row', async () => {
+    const { page } = browser;
+    const other = 'acct-nowallet';
+    const lib = konsole.server.console;
+    const more = [];
+    for (let i = 0; i < 98; i++) more.push(await lib.createKey({ account: other, name: `fill-${String(i).padStart(2, '0')}`, models: null, expiresAt: null, limit: null }, CLI_ACTOR));
+    await page.reload();
+    await page.getByText('99 of 100 active keys used', { exact: false }).waitFor();
+    expect(await page.getByRole('button', { name: 'Create key' }).getAttribute('aria-disabled')).toBe('false');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Name', { exact: true }).fill('one too many');
+    // Another owner's create (the CLI) takes the last place while the form is open.
+    await lib.createKey({ account: other, name: 'the 100th', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
+    await dialog.getByRole('button', { name: 'Create', exact: true }).click();
+    const foot = dialog.locator('p.error[role="alert"]');
+    await foot.waitFor();
+    expect(await foot.innerText()).toMatch(/already has 100 active keys; revoke one first/);
+    expect(await konsole.keyCount(other)).toBe(100);
+    await axe(page, 'create refused at the key limit');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+
+    // A key revoked elsewhere after the page drew it: Reveal fails in its own row.
+    const gone = more[97]!;
+    await lib.revokeKey(gone.id, CLI_ACTOR);
+    const r = row(page, 'fill-97');
+    await r.getByRole('button', { name: 'Reveal' }).click();
+    const err = r.locator('[role="alert"]');
+    await err.waitFor();
+    expect(await err.innerText()).toMatch(/revoked|not found|no key/i);
+    expect(await page.getByRole('dialog').count()).toBe(0);
+    await axe(page, 'reveal refused in its row');
+  });
+
   it('a session that ran out its time ends with "it expired", keeping what was typed', async () => {
     const { page } = browser;
     await page.clock.install();
@@ -695,7 +729,7 @@ describe('the API keys page', () => {
     await stack.db.del(...sessions);
     await page.getByRole('dialog').getByRole('button', { name: 'Create', exact: true }).click();
     await page.getByText('Your session has ended: it expired. Sign in again. What you typed is kept for after you sign in.').waitFor();
-    expect(await konsole.keyCount('acct-nowallet')).toBe(1); // nothing made
+    expect(await konsole.keyCount('acct-nowallet')).toBe(100); // nothing made
     await axe(page, 'session expired');
   });
 });
