@@ -150,7 +150,7 @@ describe('CLI', () => {
       (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, out: e.stdout, err: e.stderr }),
     );
 
-  it('webhooks create/list/dead/remove, accounts alert, keys update --alert-at', async () => {
+  it('webhooks create/list/remove, accounts alert, keys update --alert-at', async () => {
     const a = acct();
     const refused = await cli(['webhooks', 'create', '--url', 'http://127.0.0.1:9/x', '--account', a]);
     expect(refused.code).not.toBe(0);
@@ -171,5 +171,33 @@ describe('CLI', () => {
     expect((await cli(['webhooks', 'remove', made.id])).out).toMatch(/Removed/);
     await expect(store.get(made.id)).rejects.toThrow(/no webhook/);
     expect((await mc.listAudit({ account: a })).map((e) => e.action)).toEqual(expect.arrayContaining(['webhook_create', 'webhook_remove', 'alert']));
+  }, 150_000);
+
+  it('webhooks dead lists a dead letter and webhooks replay delivers it once more (audited)', async () => {
+    const a = acct();
+    const r = await startReceiver();
+    receivers.push(r);
+    let fail = true;
+    r.respond = () => (fail ? 500 : 200);
+    const made = JSON.parse((await cli(['webhooks', 'create', '--url', r.url, '--account', a, '--events', 'account.disabled', '--json'], { KEYGATE_WEBHOOK_ALLOW_PRIVATE: 'true' })).out);
+    worker(config());
+    await mc.setAccountStatus(a, 'disabled', CLI_ACTOR);
+    await until('three attempts', () => r.received.length >= 3, 20_000);
+    let dead: { event: { id: string; type: string }; attempts: number; last_error: string }[] = [];
+    await until('the dead letter', async () => (dead = JSON.parse((await cli(['webhooks', 'dead', made.id, '--json'])).out).dead).length === 1, 20_000);
+    expect(dead[0]).toMatchObject({ attempts: 3, last_error: 'HTTP 500', event: { type: 'account.disabled' } });
+    const text = await cli(['webhooks', 'dead', made.id]);
+    expect(text.out).toContain(dead[0]!.event.id);
+    expect(text.out).toMatch(/HTTP 500/);
+    fail = false;
+    const rep = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
+    expect(rep.code).toBe(0);
+    expect(rep.out).toMatch(/Queued/);
+    await until('the replay delivered', () => r.received.filter((x) => x.event.id === dead[0]!.event.id).length === 4, 20_000);
+    expect((await cli(['webhooks', 'dead', made.id])).out).toMatch(/No dead letters/);
+    const again = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
+    expect(again.code).not.toBe(0);
+    expect(again.err).toMatch(/no dead letter/);
+    expect((await mc.listAudit({ account: a })).map((e) => e.action)).toEqual(expect.arrayContaining(['webhook_create', 'webhook_replay']));
   }, 150_000);
 });
