@@ -222,6 +222,7 @@ describe('the API keys page', () => {
     await axe(page, 'no match');
     await page.getByRole('button', { name: 'Show current keys' }).click();
     await row(page, 'ci pipeline').waitFor();
+    await axe(page, 'limit reached');
     await shot(page, 'limit-reached');
 
     // The key's last 30 days: opened from the keyboard, drawn as bars, every number also as text.
@@ -256,6 +257,7 @@ describe('the API keys page', () => {
     const { page } = browser;
     await row(page, 'ci pipeline').getByRole('button', { name: 'Reveal' }).click();
     expect(await shownKey(page)).toBe(key);
+    await axe(page, 'revealed key');
     await shot(page, 'revealed');
     await page.keyboard.press('Escape');
     await page.getByRole('dialog').waitFor({ state: 'detached' });
@@ -285,6 +287,7 @@ describe('the API keys page', () => {
     await dialog.locator('#f-expires-error').waitFor();
     expect(await dialog.locator('#f-expires-error').innerText()).toBe('Choose a time in the future: a key cannot expire in the past.');
     expect(sent.slice(before).filter((r) => r.startsWith('PATCH'))).toEqual([]);
+    await axe(page, 'edit form with a past expiry');
     await shot(page, 'edit-error');
     await dialog.getByRole('button', { name: 'Cancel' }).click();
     expect(await gateway(key, 'anthropic/claude-sonnet-4')).toBe('allow');
