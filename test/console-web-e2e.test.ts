@@ -609,6 +609,7 @@ describe('the API keys page', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     await page.getByText('You are signed out.').waitFor();
+    expect(await page.getByText('You are signed out.').evaluate((p) => getComputedStyle(p).color)).not.toBe('rgb(23, 105, 58)'); // not success green either
 
     await page.getByLabel('Token').fill(token.token);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -621,6 +622,8 @@ describe('the API keys page', () => {
     await page.getByRole('dialog').getByRole('button', { name: 'Create', exact: true }).click();
     await page.getByText('Your session has ended: its token was revoked. Sign in with another token. What you typed is kept for after you sign in.').waitFor();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    // a warning (amber), not the success green a signed-out notice had
+    expect(await page.locator('p.notice.ended').evaluate((p) => getComputedStyle(p).color)).toBe('rgb(92, 61, 0)');
     expect(await konsole.keyCount(ACCOUNT)).toBe(keys); // the refused create made nothing
     await axe(page, 'session ended');
     await shot(page, 'session-ended');

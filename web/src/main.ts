@@ -74,7 +74,8 @@ interface ListQuery {
 interface State {
   phase: 'checking' | 'signed-out' | 'signed-in';
   session: Session | null;
-  signIn: { busy: boolean; error?: string; notice?: string };
+  /** `ended`: the session was ended for the user (revoked, expired), said as a warning; else the user signed out. */
+  signIn: { busy: boolean; error?: string; notice?: string; ended?: boolean };
   account: Load<Account>;
   keys: Load<KeyPage>;
   /** The index of the page `keys` holds (its rows start at 50 × this + 1). */
@@ -199,7 +200,7 @@ function sessionEnded(notice: string, keep = true): void {
   state.ledger = { state: 'loading' };
   state.audit = { state: 'loading' };
   state.rowError.clear();
-  state.signIn = { busy: false, notice: state.draft ? `${notice} What you typed is kept for after you sign in.` : notice };
+  state.signIn = { busy: false, ended: keep, notice: state.draft ? `${notice} What you typed is kept for after you sign in.` : notice };
   state.focusId = 'token';
   update();
 }
@@ -775,7 +776,7 @@ function signInView(): TemplateResult {
     <h1 id="page-title" tabindex="-1">API keys</h1>
     <form class="card signin" @submit=${onSignIn} novalidate aria-labelledby="signin-title">
       <h2 id="signin-title">Sign in</h2>
-      ${s.notice ? html`<p class="notice ended" role="status">${s.notice}</p>` : nothing}
+      ${s.notice ? html`<p class="notice ${s.ended ? 'ended' : 'signed-out'}" role="status">${s.notice}</p>` : nothing}
       <p class="muted" id="token-help">
         Use a management token for your account. It is exchanged for a session and does not stay in this page.
       </p>
