@@ -96,6 +96,9 @@ function rateText(r: Rate | null, use: { used: number; resetsAt: string } | null
 }
 const ratesText = (v: KeyView) => `rate ${rateText(v.rates.requests, v.rateUse.requests)}; token rate ${rateText(v.rates.tokens, v.rateUse.tokens)}`;
 
+/** Booked input and output tokens (metered or recorded): `1117 in, 46 out`. */
+const tokensText = (t: { input: number; output: number }) => `${t.input} in, ${t.output} out`;
+
 const limitText = (v: KeyView) => (v.usage.limit === null ? 'none' : `${formatAmount(v.usage.limit.amountMicros)}/${v.usage.limit.period}`);
 const spendText = (v: KeyView) =>
   `${formatAmount(v.usage.spend.periodMicros)}${v.usage.limit ? ` of ${formatAmount(v.usage.limit.amountMicros)}` : ''} this ${v.usage.spend.period === 'total' ? 'lifetime' : v.usage.spend.period}`;
@@ -187,7 +190,7 @@ export function registerConsoleCommands(program: Command): void {
     },
   );
 
-  common(keys.command('show').description('show a key: settings, last use, requests, spend and limit (never the plaintext)').argument('<key-id>', 'key id')).action(
+  common(keys.command('show').description('show a key: settings, last use, requests, spend, tokens, limit and rates (never the plaintext)').argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
         const v = await kc.getKeyView(keyId);
@@ -198,6 +201,7 @@ export function registerConsoleCommands(program: Command): void {
             `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
             `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
             `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+            `  tokens: ${tokensText(v.usage.tokens.today)} today; ${tokensText(v.usage.tokens.month)} this month`,
             `  ${ratesText(v)}`,
           ].join('\n'),
         );
