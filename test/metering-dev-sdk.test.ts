@@ -186,12 +186,27 @@ describe('keygate dev meters the official SDKs', () => {
 });
 
 describe('what a user of keygate dev sees of metered answers', () => {
-  it('a key with a token rate is refused (429 RATE_LIMITED, every SDK) on its next request once metered answers used the rate up', async () => {
+  it('a key with a token rate is refused (429 RATE_LIMITED, every SDK) on its next request once metered answers used the rate up; its answers carried x-ratelimit-*', async () => {
     // 30 tokens a day (UTC): each OpenAI answer is 12 + 5 = 17 tokens, so the second one uses it up.
-    const created = JSON.parse(await keygate(['keys', 'create', '--account', account, '--name', 'token rated', '--token-rate', '30/d', '--json'])) as { id: string; key: string };
+    const created = JSON.parse(await keygate(['keys', 'create', '--account', account, '--name', 'token rated', '--rate', '100/m', '--token-rate', '30/d', '--json'])) as { id: string; key: string };
     const calls = sdk(created.key);
-    await expectDebit(OPENAI, calls.openai);
-    await expectDebit(OPENAI, calls.openai);
+    const client = new OpenAI({ apiKey: created.key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    const answers: Headers[] = [];
+    const withHeaders = async () => {
+      const { response } = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+      answers.push(response.headers);
+    };
+    await expectDebit(OPENAI, withHeaders);
+    await expectDebit(OPENAI, withHeaders);
+    // As Envoy adds ext_authz's response_headers_to_add to the client's response, the dev gateway does.
+    for (const h of answers) {
+      expect(h.get('x-ratelimit-limit-requests')).toBe('100');
+      expect(Number(h.get('x-ratelimit-remaining-requests'))).toBeLessThan(100);
+      expect(h.get('x-ratelimit-reset-requests')).toMatch(/^\d/);
+    }
+    // token headers once the sidecar has read the token window (in the background, after the first request)
+    expect(answers[1]!.get('x-ratelimit-limit-tokens')).toBe('30');
+    expect(Number(answers[1]!.get('x-ratelimit-remaining-tokens'))).toBeLessThanOrEqual(30);
     const before = await balance();
     for (const call of Object.values(calls)) {
       const r = await refusal(call);
