@@ -188,7 +188,7 @@ describe('keygate dev meters the official SDKs', () => {
 describe('what a user of keygate dev sees of metered answers', () => {
   it('a key with a token rate is refused (429 RATE_LIMITED, every SDK) on its next request once metered answers used the rate up; its answers carried x-ratelimit-*', async () => {
     // 30 tokens a day (UTC): each OpenAI answer is 12 + 5 = 17 tokens, so the second one uses it up.
-    const created = JSON.parse(await keygate(['keys', 'create', '--account', account, '--name', 'token rated', '--rate', '100/m', '--token-rate', '30/d', '--json'])) as { id: string; key: string };
+    const created = JSON.parse(await keygate(['keys', 'create', '--account', account, '--name', 'token rated', '--rate', '50/m', '--token-rate', '30/d', '--json'])) as { id: string; key: string };
     const calls = sdk(created.key);
     const client = new OpenAI({ apiKey: created.key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
     const answers: Headers[] = [];
@@ -200,8 +200,8 @@ describe('what a user of keygate dev sees of metered answers', () => {
     await expectDebit(OPENAI, withHeaders);
     // As Envoy adds ext_authz's response_headers_to_add to the client's response, the dev gateway does.
     for (const h of answers) {
-      expect(h.get('x-ratelimit-limit-requests')).toBe('100');
-      expect(Number(h.get('x-ratelimit-remaining-requests'))).toBeLessThan(100);
+      expect(h.get('x-ratelimit-limit-requests')).toBe('50');
+      expect(Number(h.get('x-ratelimit-remaining-requests'))).toBeLessThan(50);
       expect(h.get('x-ratelimit-reset-requests')).toMatch(/^\d/);
     }
     // token headers once the sidecar has read the token window (in the background, after the first request)
@@ -216,7 +216,11 @@ describe('what a user of keygate dev sees of metered answers', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(await balance()).toBe(before); // refused requests book nothing
     const shown = JSON.parse(await keygate(['keys', 'show', created.id, '--json']));
-    expect(shown).toMatchObject({ token_rate: { tokens: 30, per: 'day' }, rate_use: { tokens: { used: 2 * (STUB_USAGE.input + STUB_USAGE.output) } } });
+    const used = 2 * (STUB_USAGE.input + STUB_USAGE.output);
+    expect(shown).toMatchObject({ token_rate: { tokens: 30, per: 'day' }, rate_use: { tokens: { used } } });
+    // the text forms show each rate with its window's use (the request window is a minute: at most 2 used: the minute may turn)
+    expect(await keygate(['keys', 'show', created.id])).toMatch(new RegExp(`\\n  rate 50/m \\([0-2] used this window\\); token rate 30/d \\(${used} used this window\\)\\n`));
+    expect(await keygate(['keys', 'list', '--account', account])).toMatch(new RegExp(`token rated .* 50/m \\([0-2] used this window\\)  30/d \\(${used} used this window\\)\\n`));
   });
 
   it("the demo key's tokens and spend: in `keys show` (text and --json) and on the API keys page, as text beside the chart", async () => {
