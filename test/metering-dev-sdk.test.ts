@@ -252,7 +252,7 @@ describe('what a user of keygate dev sees of metered answers', () => {
     // An operator makes gpt-4o dear: 17 tokens at 1,000,000 per million tokens = 17.000000 a call.
     await keygate(['prices', 'set', 'openai/gpt-4o', '--input', '1000000', '--output', '1000000']);
     const DEAR = 17_000_000;
-    await new Promise((r) => setTimeout(r, 500)); // the sidecar's cached price table is invalidated by the change
+    await new Promise((r) => setTimeout(r, 500)); // the sidecar sees the change within its staleness bound (250 ms by default)
     const calls = sdk(key);
     let n = 0;
     while ((await balance()) > 0) {
