@@ -17,6 +17,7 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ENV, loadConfig } from '../src/config.ts';
+import { totalLimitMetadata } from '../src/core/rate.ts';
 
 type Obj = Record<string, any>;
 const RECIPES = new URL('../deploy/recipes/', import.meta.url);
@@ -148,12 +149,15 @@ describe('what the recipes say', () => {
     expect(grant.spec.from.map((f: Obj) => f.namespace)).toEqual([sp.metadata.namespace, ep.metadata.namespace]);
   });
 
-  it('envoy-gateway: the account limit comes from keygate\'s total_limit in the ext_authz filter\'s namespace', () => {
+  it('envoy-gateway: the limit comes from keygate\'s total_limit in the ext_authz filter\'s namespace, counted per key as keygate sets it', () => {
     const objs = objects('envoy-gateway');
     const sp = find(objs, 'SecurityPolicy')[0]!;
     const rule = find(objs, 'BackendTrafficPolicy')[0]!.spec.rateLimit.global.rules[0];
-    expect(rule.limit.fromMetadata).toEqual({ namespace: `envoy.filters.http.ext_authz/securitypolicy/${sp.metadata.namespace}/${sp.metadata.name}`, key: 'total_limit' });
-    expect(rule.clientSelectors[0].headers[0]).toEqual({ name: loadConfig({}, {}).accountHeader, type: 'Distinct' });
+    const [key] = Object.keys(totalLimitMetadata({ count: 5, per: 'second' }));
+    expect(rule.limit.fromMetadata).toEqual({ namespace: `envoy.filters.http.ext_authz/securitypolicy/${sp.metadata.namespace}/${sp.metadata.name}`, key });
+    // total_limit is the key's rate (else its account's), so the bucket is the key's: counted per
+    // account, one key's small limit would be compared with every key's requests of the account.
+    expect(rule.clientSelectors).toEqual([{ headers: [{ name: loadConfig({}, {}).keyIdHeader, type: 'Distinct' }] }]);
   });
 
   it('envoy-ai-gateway: keygate guards the HTTPRoute the AIGatewayRoute becomes', () => {
