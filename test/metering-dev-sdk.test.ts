@@ -1,6 +1,6 @@
 /**
- * `keygate dev` meters like Envoy: the official OpenAI, Anthropic and Google SDKs, streamed and
- * not, call the dev gateway with the demo key; the gateway opens a Process stream to the sidecar
+ * `keygate dev` meters like Envoy: the official OpenAI (chat, Responses, completions, embeddings),
+ * Anthropic and Google SDKs, streamed and not, call the dev gateway with the demo key; the gateway opens a Process stream to the sidecar
  * per allowed request (request headers, the OpenAI request body, response headers, body chunks,
  * the identity forwarded as ext_authz metadata) and the stub upstream answers with usage in each
  * family's shape. Each call debits the demo wallet by exactly its priced amount (dev's price
@@ -120,6 +120,8 @@ function keygate(args: string[]): Promise<string> {
 // dev's prices (DEV_PRICES), 12 input and 5 output tokens each:
 /** openai/*: 12 × 2.5 + 5 × 10 = 80 micro-units. */
 const OPENAI = 80;
+/** openai/* for an embedding: 12 × 2.5 = 30 (no output tokens). */
+const OPENAI_EMBEDDING = 30;
 /** anthropic/*: 12 × 3 + 5 × 15 = 111. */
 const ANTHROPIC = 111;
 /** google/*: 12 × 0.3 + 5 × 2.5 = 16.1 → 17. */
@@ -154,6 +156,52 @@ describe('keygate dev meters the official SDKs', () => {
       expect(usage).toMatchObject({ prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output });
     });
     expect(e).toMatchObject({ estimated: false });
+  });
+
+  it('OpenAI Responses, not streamed and streamed (usage in response.completed)', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    await expectDebit(OPENAI, async () => {
+      const r = await client.responses.create({ model: 'gpt-4o', input: 'hi' });
+      expect(r.output_text).toBe(UPSTREAM_TEXT);
+      expect(r.usage).toMatchObject({ input_tokens: STUB_USAGE.input, output_tokens: STUB_USAGE.output });
+    });
+    const e = await expectDebit(OPENAI, async () => {
+      let text = '';
+      let done = false;
+      for await (const ev of await client.responses.create({ model: 'gpt-4o', input: 'hi', stream: true })) {
+        if (ev.type === 'response.output_text.delta') text += ev.delta;
+        if (ev.type === 'response.completed') done = ev.response.usage?.output_tokens === STUB_USAGE.output;
+      }
+      expect(text).toBe(UPSTREAM_TEXT);
+      expect(done).toBe(true);
+    });
+    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, model: 'gpt-4o', estimated: false });
+  });
+
+  it('OpenAI completions, not streamed and streamed (keygate asked the stream for usage)', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    await expectDebit(OPENAI, async () => {
+      const r = await client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi' });
+      expect(r.choices[0]!.text).toBe(UPSTREAM_TEXT);
+    });
+    const e = await expectDebit(OPENAI, async () => {
+      let text = '';
+      for await (const c of await client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi', stream: true })) text += c.choices[0]?.text ?? '';
+      expect(text).toBe(UPSTREAM_TEXT);
+    });
+    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, estimated: false });
+  });
+
+  it('OpenAI embeddings (input tokens only), with the SDK\'s default base64 encoding and with floats', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    for (const encoding_format of [undefined, 'float'] as const) {
+      const e = await expectDebit(OPENAI_EMBEDDING, async () => {
+        const r = await client.embeddings.create({ model: 'text-embedding-3-small', input: 'hi', ...(encoding_format ? { encoding_format } : {}) });
+        expect(r.data[0]!.embedding.length).toBeGreaterThan(0);
+        expect(r.usage.prompt_tokens).toBe(STUB_USAGE.input);
+      });
+      expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: 0, model: 'text-embedding-3-small', estimated: false });
+    }
   });
 
   it('Anthropic messages, not streamed and streamed', async () => {
