@@ -278,12 +278,12 @@ export function registerConsoleCommands(program: Command): void {
 
   const accounts = program.command('accounts').description("show an account, credit its wallet, disable or enable all of its keys").showSuggestionAfterError(false);
 
-  common(accounts.command('show').description("an account's status and wallet").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
+  common(accounts.command('show').description("an account's status, wallet, rates and tokens").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
     await withConsole(o, async (kc) => {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
     });
   });
 
