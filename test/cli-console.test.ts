@@ -85,7 +85,8 @@ describe('happy path', () => {
     expect(JSON.stringify(list)).not.toContain(created.key);
 
     const table = ok(await keygate(['keys', 'list', '--account', a])).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+LIMIT\s+RATE\s+TOKEN RATE$/);
+    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+TOKENS TODAY\s+LIMIT\s+RATE\s+TOKEN RATE$/);
+    expect(table[1]).toMatch(/ 0 in, 0 out  /);
     expect(table).toHaveLength(3);
     expect(table[1]).toContain(created.id);
     expect(table[1]).toContain('2099-12-31T23:59:59Z');

@@ -168,7 +168,7 @@ export function registerConsoleCommands(program: Command): void {
         if (list.length === 0) return out(`No keys for account ${o.account}.`);
         out(
           table(
-            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'LIMIT', 'RATE', 'TOKEN RATE'],
+            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'TOKENS TODAY', 'LIMIT', 'RATE', 'TOKEN RATE'],
             list.map((r) => [
               r.id,
               clip(r.name, 40),
@@ -180,6 +180,7 @@ export function registerConsoleCommands(program: Command): void {
               dateText(r.usage.lastUsedAt, 'never'),
               String(r.usage.requests.today),
               formatAmount(r.usage.spend.periodMicros),
+              tokensText(r.usage.tokens.today),
               limitText(r),
               rateText(r.rates.requests, r.rateUse.requests),
               rateText(r.rates.tokens, r.rateUse.tokens),
