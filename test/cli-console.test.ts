@@ -85,7 +85,8 @@ describe('happy path', () => {
     expect(JSON.stringify(list)).not.toContain(created.key);
 
     const table = ok(await keygate(['keys', 'list', '--account', a])).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+LIMIT\s+RATE\s+TOKEN RATE$/);
+    expect(table[0]).toMatch(/^ID\s+NAME\s+STATUS\s+KEY\s+MODELS\s+EXPIRES\s+CREATED\s+LAST USED\s+REQUESTS TODAY\s+SPEND\s+TOKENS TODAY\s+LIMIT\s+RATE\s+TOKEN RATE$/);
+    expect(table[1]).toMatch(/ 0 in, 0 out  /);
     expect(table).toHaveLength(3);
     expect(table[1]).toContain(created.id);
     expect(table[1]).toContain('2099-12-31T23:59:59Z');
@@ -114,7 +115,7 @@ describe('happy path', () => {
     const a = acct();
     const created = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'metered', '--limit', '1.5', '--limit-period', 'month', '--json'])).stdout);
     expect(created).toMatchObject({ limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period: 'month', period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 }, last_used_at: null });
-    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered); rate none; token rate none.\n`);
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered); rate none; token rate none; tokens 0 in, 0 out today; 0 in, 0 out this month.\n`);
     expect(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1'])).stdout).toBe(`Credited 12.5 to account ${a}; balance 12.5.\n`);
     const again = JSON.parse(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1', '--json'])).stdout);
     expect(again).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: false, balance_micros: 12_500_000 });
@@ -133,6 +134,10 @@ describe('happy path', () => {
       rate: null,
       token_rate: null,
     });
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
+      `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month.\n`,
+    );
+    expect(ok(await keygate(['keys', 'show', created.id])).stdout).toContain('\n  tokens: 3 in, 0 out today; 3 in, 0 out this month\n');
     const list = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
     expect(list.keys[0]).toMatchObject({ id: created.id, spend: { total_micros: 1_500_001 }, requests: { today: 0, month: 0 } });
     const lines = ok(await keygate(['usage', 'export', '--since', '2000-01-01', '--account', a])).stdout.trimEnd().split('\n').map((l) => JSON.parse(l));

@@ -4,8 +4,9 @@
  * console (management API and web plugin) over a real redis-server, with a real sidecar on the same
  * store. The form's bad rates (0, negative, not a number, above the most the API takes) are refused
  * on the page in words, with nothing sent and nothing stored, on create and on edit; good rates are
- * created and edited through the form, shown back in the Rates column and the form, stored in the
- * key record (`rate`, `token_rate`) and the token-rate mirror (`tokrate:{acct}:{keyId}`) as
+ * created and edited through the form, shown back in the Rates column (with the current window's
+ * use) and the form, stored in the key record (`rate`, `token_rate`) and the token-rate mirror
+ * (`tokrate:{acct}:{keyId}`) as
  * src/schema/rates.ts names them, and as the console library reads them; the largest rates the API
  * takes are accepted; and the sidecar honours the request rate set on the page: exactly N allowed in
  * the window (the `x-ratelimit-*` headers counting down, the window counter at N), then 429
@@ -124,7 +125,7 @@ describe('rates set through the API keys page', () => {
     expect(key).toMatch(/^kg_[0-9A-Za-z]{38}$/);
     await dialog.getByRole('button', { name: 'Done' }).click();
     const r = row(page, 'rated');
-    await poll(() => r.locator('td[data-slot="rates"]').innerText()).toMatch(/^3 requests per second\s+5,000 tokens per minute$/);
+    await poll(() => r.locator('td[data-slot="rates"]').innerText()).toMatch(/^3 requests per second \(0 used this window\)\s+5,000 tokens per minute \(0 used this window\)$/);
     id = (await r.getAttribute('id'))!.replace(/^key-/, '');
 
     expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['3/s', '5000/m']);
@@ -159,7 +160,7 @@ describe('rates set through the API keys page', () => {
     await dialog.getByLabel('Token rate').fill('1000000000000/d');
     await dialog.getByRole('button', { name: 'Save' }).click();
     await dialog.waitFor({ state: 'detached' });
-    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^1,000,000,000 requests per second\s+1,000,000,000,000 tokens per day$/);
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^1,000,000,000 requests per second \(\d+ used this window\)\s+1,000,000,000,000 tokens per day \(0 used this window\)$/);
     expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual(['1000000000/s', '1000000000000/d']);
   });
 
@@ -173,7 +174,7 @@ describe('rates set through the API keys page', () => {
     await dialog.getByRole('button', { name: 'Save' }).click();
     await dialog.waitFor({ state: 'detached' });
     expect(writesSince(before)).toEqual([`PATCH /v1/keys/${id}`]);
-    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour\s+250,000 tokens per day$/);
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour \(\d+ used this window\)\s+250,000 tokens per day \(0 used this window\)$/);
     // Shown back in the form as typed.
     await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
     expect(await dialog.getByLabel('Rate', { exact: true }).inputValue()).toBe('7/h');
@@ -216,6 +217,9 @@ describe('rates set through the API keys page', () => {
     expect(Number(window[RequestWindowField.start])).toBe(hour * 3_600_000);
     expect(window[RequestWindowField.counted]).toBe('7');
     expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('RATE_LIMITED');
+    // The page shows the window's use beside the rate (the state filter already knows the key is rate limited).
+    await page.reload();
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour \(7 used this window\)\s+250,000 tokens per day \(0 used this window\)$/);
   });
 
   it('removing the request rate on the page lets the key through again', async () => {
@@ -225,7 +229,7 @@ describe('rates set through the API keys page', () => {
     await dialog.getByLabel('Rate', { exact: true }).fill('');
     await dialog.getByRole('button', { name: 'Save' }).click();
     await dialog.waitFor({ state: 'detached' });
-    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate\s+250,000 tokens per day$/);
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate\s+250,000 tokens per day \(0 used this window\)$/);
     expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual([null, '250000/d']);
     expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('allow');
   });

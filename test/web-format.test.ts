@@ -8,7 +8,7 @@ import { validateModels, validateName } from '../src/console/validate.ts';
 import { rateProblem } from '../src/core/rate-text.ts';
 import { parseRateText as serverRate } from '../src/schema/rates.ts';
 import { parseAmount as serverAmount } from '../src/schema/money.ts';
-import { amountInput, csvLine, decimal, fieldOf, rateRefusalWords, rateWords, fromLocalInput, isExpired, localInput, money, rolledName } from '../web/src/format.ts';
+import { amountInput, csvLine, decimal, fieldOf, rateRefusalWords, rateWords, useWords, fromLocalInput, isExpired, localInput, money, rolledName } from '../web/src/format.ts';
 
 const accepts = (f: () => unknown) => {
   try {
@@ -141,5 +141,12 @@ describe('a rate in words (the Rates column)', () => {
     expect(rateWords(3, 'request', 'second')).toBe('3 requests per second');
     expect(rateWords(1, 'token', 'minute')).toBe('1 token per minute');
     expect(rateWords(5000, 'token', 'day')).toBe(`${(5000).toLocaleString()} tokens per day`);
+  });
+
+  it("the window's use after it, only when the API gave one", () => {
+    expect(useWords({ used: 0 })).toBe(' (0 used this window)');
+    expect(useWords({ used: 12345 })).toBe(` (${(12345).toLocaleString()} used this window)`);
+    expect(useWords(null)).toBe('');
+    expect(useWords(undefined)).toBe('');
   });
 });

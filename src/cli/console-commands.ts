@@ -96,6 +96,9 @@ function rateText(r: Rate | null, use: { used: number; resetsAt: string } | null
 }
 const ratesText = (v: KeyView) => `rate ${rateText(v.rates.requests, v.rateUse.requests)}; token rate ${rateText(v.rates.tokens, v.rateUse.tokens)}`;
 
+/** Booked input and output tokens (metered or recorded): `1117 in, 46 out`. */
+const tokensText = (t: { input: number; output: number }) => `${t.input} in, ${t.output} out`;
+
 const limitText = (v: KeyView) => (v.usage.limit === null ? 'none' : `${formatAmount(v.usage.limit.amountMicros)}/${v.usage.limit.period}`);
 const spendText = (v: KeyView) =>
   `${formatAmount(v.usage.spend.periodMicros)}${v.usage.limit ? ` of ${formatAmount(v.usage.limit.amountMicros)}` : ''} this ${v.usage.spend.period === 'total' ? 'lifetime' : v.usage.spend.period}`;
@@ -165,7 +168,7 @@ export function registerConsoleCommands(program: Command): void {
         if (list.length === 0) return out(`No keys for account ${o.account}.`);
         out(
           table(
-            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'LIMIT', 'RATE', 'TOKEN RATE'],
+            ['ID', 'NAME', 'STATUS', 'KEY', 'MODELS', 'EXPIRES', 'CREATED', 'LAST USED', 'REQUESTS TODAY', 'SPEND', 'TOKENS TODAY', 'LIMIT', 'RATE', 'TOKEN RATE'],
             list.map((r) => [
               r.id,
               clip(r.name, 40),
@@ -177,6 +180,7 @@ export function registerConsoleCommands(program: Command): void {
               dateText(r.usage.lastUsedAt, 'never'),
               String(r.usage.requests.today),
               formatAmount(r.usage.spend.periodMicros),
+              tokensText(r.usage.tokens.today),
               limitText(r),
               rateText(r.rates.requests, r.rateUse.requests),
               rateText(r.rates.tokens, r.rateUse.tokens),
@@ -187,7 +191,7 @@ export function registerConsoleCommands(program: Command): void {
     },
   );
 
-  common(keys.command('show').description('show a key: settings, last use, requests, spend and limit (never the plaintext)').argument('<key-id>', 'key id')).action(
+  common(keys.command('show').description('show a key: settings, last use, requests, spend, tokens, limit and rates (never the plaintext)').argument('<key-id>', 'key id')).action(
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
         const v = await kc.getKeyView(keyId);
@@ -198,6 +202,7 @@ export function registerConsoleCommands(program: Command): void {
             `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
             `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
             `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+            `  tokens: ${tokensText(v.usage.tokens.today)} today; ${tokensText(v.usage.tokens.month)} this month`,
             `  ${ratesText(v)}`,
           ].join('\n'),
         );
@@ -274,12 +279,12 @@ export function registerConsoleCommands(program: Command): void {
 
   const accounts = program.command('accounts').description("show an account, credit its wallet, disable or enable all of its keys").showSuggestionAfterError(false);
 
-  common(accounts.command('show').description("an account's status and wallet").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
+  common(accounts.command('show').description("an account's status, wallet, rates and tokens").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
     await withConsole(o, async (kc) => {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
     });
   });
 

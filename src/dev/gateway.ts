@@ -5,7 +5,8 @@
  * endpoint (forward mode: `X-Forwarded-Method`/`X-Forwarded-Uri`, body included, the entry's
  * family in `x-keygate-protocol`), answers a deny as the sidecar wrote it, and on allow removes
  * the key headers, adds the identity headers and forwards to the upstream with the entry prefix
- * stripped. Each allowed request is metered as Envoy's ext_proc filter would (`ext-proc-envoy.ts`)
+ * stripped; the allow's `x-ratelimit-*` headers go on the client's response instead (as Envoy does
+ * with ext_authz's `response_headers_to_add`), replacing the upstream's. Each allowed request is metered as Envoy's ext_proc filter would (`ext-proc-envoy.ts`)
  * when the sidecar's gRPC port is given. For trying keygate on one machine only: no TLS, no limits
  * tuning, loopback.
  */
@@ -74,12 +75,16 @@ function forwardable(headers: IncomingMessage['headers']): Record<string, string
   return out;
 }
 
-async function copyResponse(res: ServerResponse, r: Response, meter: EnvoyExtProc | null = null): Promise<void> {
+/** The allow's headers for the client's response, not the upstream (keygate's rate headers). */
+const isClientHeader = (name: string) => name.startsWith('x-ratelimit-');
+
+async function copyResponse(res: ServerResponse, r: Response, meter: EnvoyExtProc | null = null, add: Record<string, string> = {}): Promise<void> {
   const headers: Record<string, string> = {};
   r.headers.forEach((v, k) => {
     // fetch() has already decoded the body: its encoding and length no longer apply.
     if (!HOP.has(k) && k !== 'content-encoding') headers[k] = v;
   });
+  Object.assign(headers, add);
   res.writeHead(r.status, headers);
   meter?.responseHeaders({ ':status': String(r.status), ...headers }, r.body === null);
   if (r.body === null) {
@@ -137,8 +142,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
   await authz.arrayBuffer();
 
   for (const name of (authz.headers.get(REMOVE_HEADER) ?? '').split(',')) delete headers[name.trim().toLowerCase()];
+  const toClient: Record<string, string> = {};
   authz.headers.forEach((v, k) => {
-    if (!NOT_IDENTITY.has(k)) headers[k] = v;
+    if (isClientHeader(k)) toClient[k] = v;
+    else if (!NOT_IDENTITY.has(k)) headers[k] = v;
   });
   // as Envoy: every request carries an x-request-id (generated when the client sent none)
   headers['x-request-id'] ??= randomUUID();
@@ -165,7 +172,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
     log.error({ err: { message: (err as Error).message } }, 'dev gateway: the upstream did not answer');
     return sendJson(res, 502, 'dev gateway: the upstream did not answer');
   }
-  await copyResponse(res, up, meter);
+  await copyResponse(res, up, meter, toClient);
 }
 
 export function createDevGateway(opts: DevGatewayOptions, log: Logger): Server {

@@ -1,7 +1,7 @@
 /**
- * A stand-in LLM upstream: answers chat completions (OpenAI), messages (Anthropic) and
- * generateContent (Google) in each provider's response shape, enough for the official SDKs to
- * parse. `keygate dev` puts it behind its dev gateway; the tests use it as their upstream.
+ * A stand-in LLM upstream: answers OpenAI chat completions, Responses, completions and embeddings,
+ * Anthropic messages and Google generateContent in each provider's response shape, enough for the
+ * official SDKs to parse. `keygate dev` puts it behind its dev gateway; the tests use it as their upstream.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { listenOn } from '../lifecycle.ts';
@@ -19,10 +19,40 @@ export interface StubStream {
 const sse = (events: readonly unknown[], named = false): string[] =>
   events.map((e) => (named ? `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify(e)}\n\n` : `data: ${JSON.stringify(e)}\n\n`));
 
+const OPENAI_USAGE = { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output };
+
+/** A Responses API `response` object: in progress (no output, no usage yet) or completed. */
+function responseObject(model: string, createdAt: number, completed: boolean): object {
+  return {
+    id: 'resp_stub',
+    object: 'response',
+    created_at: createdAt,
+    status: completed ? 'completed' : 'in_progress',
+    error: null,
+    incomplete_details: null,
+    model,
+    output: completed ? [{ type: 'message', id: 'msg_stub', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: UPSTREAM_TEXT, annotations: [] }] }] : [],
+    parallel_tool_calls: true,
+    tool_choice: 'auto',
+    tools: [],
+    usage: completed
+      ? { input_tokens: STUB_USAGE.input, input_tokens_details: { cached_tokens: 0 }, output_tokens: STUB_USAGE.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: STUB_USAGE.input + STUB_USAGE.output }
+      : null,
+  };
+}
+
+/** A small embedding: as numbers, or as the base64 of its float32 bytes (`encoding_format: "base64"`, the OpenAI SDK's default). */
+function embedding(base64: boolean): number[] | string {
+  const v = [0.25, -0.5, 0.125, 1];
+  return base64 ? Buffer.from(new Float32Array(v).buffer).toString('base64') : v;
+}
+
 /**
- * The streamed answer of a request asking for one (OpenAI and Anthropic `stream: true`, Google
- * `:streamGenerateContent` as SSE with `alt=sse` or as a JSON array), or null. OpenAI sends its usage
- * chunk only when the request asked (`stream_options.include_usage: true`), as OpenAI does.
+ * The streamed answer of a request asking for one (OpenAI chat, completions and Responses and
+ * Anthropic with `stream: true`, Google `:streamGenerateContent` as SSE with `alt=sse` or as a JSON
+ * array), or null. OpenAI's chat and completions streams send their usage chunk only when the
+ * request asked (`stream_options.include_usage: true`), as OpenAI does; a Responses stream carries
+ * its usage in `response.completed`.
  */
 export function stubStream(method: string, url: string, body: string): StubStream | null {
   if (method !== 'POST') return null;
@@ -41,9 +71,29 @@ export function stubStream(method: string, url: string, body: string): StubStrea
     const chunk = (delta: object, finish: string | null) => ({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
     const events: unknown[] = [chunk({ role: 'assistant', content: '' }, null), ...parts.map((t) => chunk({ content: t }, null)), chunk({}, 'stop')];
     if (req.stream_options?.include_usage === true) {
-      events.push({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output } });
+      events.push({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [], usage: OPENAI_USAGE });
     }
     return { contentType: 'text/event-stream', chunks: [...sse(events), 'data: [DONE]\n\n'] };
+  }
+  if (path === '/v1/completions' && req.stream === true) {
+    const chunk = (text: string, finish: string | null) => ({ id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text, index: 0, logprobs: null, finish_reason: finish }] });
+    const events: unknown[] = [...parts.map((t) => chunk(t, null)), chunk('', 'stop')];
+    if (req.stream_options?.include_usage === true) events.push({ id: 'cmpl-stub', object: 'text_completion', created, model, choices: [], usage: OPENAI_USAGE });
+    return { contentType: 'text/event-stream', chunks: [...sse(events), 'data: [DONE]\n\n'] };
+  }
+  if (path === '/v1/responses' && req.stream === true) {
+    let seq = 0;
+    const item = { type: 'message', id: 'msg_stub', status: 'in_progress', role: 'assistant', content: [] };
+    const events = [
+      { type: 'response.created', response: responseObject(model, created, false) },
+      { type: 'response.in_progress', response: responseObject(model, created, false) },
+      { type: 'response.output_item.added', output_index: 0, item },
+      { type: 'response.content_part.added', item_id: 'msg_stub', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+      ...parts.map((delta) => ({ type: 'response.output_text.delta', item_id: 'msg_stub', output_index: 0, content_index: 0, delta })),
+      { type: 'response.output_text.done', item_id: 'msg_stub', output_index: 0, content_index: 0, text: UPSTREAM_TEXT },
+      { type: 'response.completed', response: responseObject(model, created, true) },
+    ].map((e) => ({ ...e, sequence_number: seq++ }));
+    return { contentType: 'text/event-stream', chunks: sse(events, true) };
   }
   if (path === '/v1/messages' && req.stream === true) {
     const events = [
@@ -73,11 +123,13 @@ export function stubStream(method: string, url: string, body: string): StubStrea
 export function stubAnswer(method: string, url: string, body: string): { status: number; json: unknown } {
   const path = url.split('?')[0]!;
   let model = 'unknown';
+  let base64 = false;
   try {
-    const m = (JSON.parse(body) as { model?: unknown }).model;
-    if (typeof m === 'string') model = m;
+    const req = JSON.parse(body) as { model?: unknown; encoding_format?: unknown };
+    if (typeof req.model === 'string') model = req.model;
+    base64 = req.encoding_format === 'base64';
   } catch {
-    /* not JSON: keep the default */
+    /* not JSON: keep the defaults */
   }
   const created = Math.floor(Date.now() / 1000);
   if (method === 'POST' && path === '/v1/chat/completions') {
@@ -89,8 +141,18 @@ export function stubAnswer(method: string, url: string, body: string): { status:
         created,
         model,
         choices: [{ index: 0, message: { role: 'assistant', content: UPSTREAM_TEXT, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-        usage: { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output },
+        usage: OPENAI_USAGE,
       },
+    };
+  }
+  if (method === 'POST' && path === '/v1/completions') {
+    return { status: 200, json: { id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text: UPSTREAM_TEXT, index: 0, logprobs: null, finish_reason: 'stop' }], usage: OPENAI_USAGE } };
+  }
+  if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true) };
+  if (method === 'POST' && path === '/v1/embeddings') {
+    return {
+      status: 200,
+      json: { object: 'list', data: [{ object: 'embedding', index: 0, embedding: embedding(base64) }], model, usage: { prompt_tokens: STUB_USAGE.input, total_tokens: STUB_USAGE.input } },
     };
   }
   if (method === 'POST' && path === '/v1/messages') {

@@ -56,6 +56,7 @@ const TYPED: Record<number, { openai: unknown; anthropic: unknown }> = {
   // Neither SDK has a class of its own for 402: their base API error, with the status and our code.
   402: { openai: OpenAI.APIError, anthropic: Anthropic.APIError },
   403: { openai: OpenAI.PermissionDeniedError, anthropic: Anthropic.PermissionDeniedError },
+  429: { openai: OpenAI.RateLimitError, anthropic: Anthropic.RateLimitError },
   503: { openai: OpenAI.InternalServerError, anthropic: Anthropic.InternalServerError },
 };
 
@@ -252,6 +253,49 @@ export function sdkSuite(target: SdkSuiteTarget): void {
         expect((err as Error).message).toMatch(/The gateway cannot check the model for this route/);
         expect((err as Error).message).not.toMatch(/Use a model the key allows/);
       });
+
+      it('a key at its request rate → RateLimitError 429 RATE_LIMITED, one attempt, nothing upstream', async () => {
+        // 1 a minute, not within 3 s of the minute's end (both requests in one window)
+        const left = 60_000 - (Date.now() % 60_000);
+        if (left < 3000) await new Promise((r) => setTimeout(r, left + 50));
+        const k = await seedKey(db, s);
+        await new KeyConsole({ redis: db }).updateKey(k.id, { rates: { requests: { count: 1, per: 'minute' } } });
+        expect(await sdk.call(proxy.baseUrl, { key: k.key })).toBe(UPSTREAM_TEXT);
+        checks = 0;
+        upstream.requests.length = 0;
+        const err = await expectDenied(sdk, { key: k.key }, 429, 'RATE_LIMITED');
+        // the wait to the next minute, for the SDKs that read it
+        const headers = (err as { headers?: Headers | Record<string, string> }).headers;
+        if (headers !== undefined) {
+          const get = (n: string) => (headers instanceof Headers ? headers.get(n) : headers[n]);
+          expect(Number(get('retry-after'))).toBeGreaterThanOrEqual(1);
+          expect(Number(get('retry-after'))).toBeLessThanOrEqual(60);
+          expect(get('x-should-retry')).toBeFalsy();
+        }
+      });
+
+      if (sdk.family !== 'google') {
+        // @google/genai's retry waits its own backoff, not retry-after (test/rate-sdk.test.ts)
+        it('a key at 1/s: the SDK waits retry-after and its retry passes in the next window', async () => {
+          for (let attempt = 0; ; attempt++) {
+            const k = await seedKey(db, s);
+            await new KeyConsole({ redis: db }).updateKey(k.id, { rates: { requests: { count: 1, per: 'second' } } });
+            await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20));
+            const second = Math.floor(Date.now() / 1000);
+            expect(await sdk.call(proxy.baseUrl, { key: k.key })).toBe(UPSTREAM_TEXT);
+            checks = 0;
+            upstream.requests.length = 0;
+            const started = Date.now();
+            const inWindow = Math.floor(started / 1000) === second;
+            expect(await sdk.call(proxy.baseUrl, { key: k.key, retries: 2 })).toBe(UPSTREAM_TEXT);
+            if (!inWindow && checks === 1 && attempt < 3) continue; // the first call ended after its window: again
+            expect(checks).toBe(2); // refused, then allowed after the wait
+            expect(upstream.requests).toHaveLength(1);
+            expect(Date.now() - started).toBeLessThan(5000);
+            return;
+          }
+        });
+      }
 
       it('a client cannot pick the error shape with x-keygate-protocol', async () => {
         const wrong = sdk.family === 'google' ? 'openai' : 'google';

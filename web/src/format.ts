@@ -109,6 +109,11 @@ export function rateRefusalWords(message: string): string {
   return `Your account allows at most ${m[3]}: choose a ${what} within it (${m[2]} is more).`;
 }
 
+/** The current window's use of a rate, after the rate: " (3 used this window)"; nothing when the API did not say. */
+export function useWords(use: { used: number } | null | undefined): string {
+  return use ? ` (${use.used.toLocaleString()} used this window)` : '';
+}
+
 /** A rate for the Rates column: "1 request per second", "5,000 tokens per day". */
 export function rateWords(count: number, noun: 'request' | 'token', per: string): string {
   return `${count.toLocaleString()} ${count === 1 ? noun : `${noun}s`} per ${per}`;

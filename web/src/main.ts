@@ -35,6 +35,7 @@ import {
   fieldOf,
   rateRefusalWords,
   rateWords,
+  useWords,
   fromLocalInput,
   localInput,
   money,
@@ -970,10 +971,10 @@ function statusCell(k: Key): TemplateResult {
 const tokensCell = (k: Key) =>
   html`<td class="nowrap" data-slot="tokens">${k.tokens ? html`${k.tokens.today.input.toLocaleString()} in · ${k.tokens.today.output.toLocaleString()} out today<span class="sub">${k.tokens.month.input.toLocaleString()} in · ${k.tokens.month.output.toLocaleString()} out this month</span>` : html`<span class="muted">—</span>`}</td>`;
 
-/** The rate-limit slot: the key's request rate and token rate, when the deployment has rate limits. */
+/** The rate-limit slot: the key's request rate and token rate, each with the current window's use, when the deployment has rate limits. */
 const ratesCell = (k: Key) =>
-  html`<td class="nowrap" data-slot="rates">${k.rate ? rateWords(k.rate.requests, 'request', k.rate.per) : html`<span class="muted">No request rate</span>`}
-    <span class="sub">${k.token_rate ? rateWords(k.token_rate.tokens, 'token', k.token_rate.per) : 'No token rate'}</span></td>`;
+  html`<td class="nowrap" data-slot="rates">${k.rate ? `${rateWords(k.rate.requests, 'request', k.rate.per)}${useWords(k.rate_use?.requests)}` : html`<span class="muted">No request rate</span>`}
+    <span class="sub">${k.token_rate ? `${rateWords(k.token_rate.tokens, 'token', k.token_rate.per)}${useWords(k.rate_use?.tokens)}` : 'No token rate'}</span></td>`;
 
 function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult {
   const id = `key-${k.id}`;

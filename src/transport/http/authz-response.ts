@@ -7,7 +7,7 @@
  * - Deny (modes `envoy`, `forward`): the status, headers and body of a deny (`src/core/deny-response.ts`), for the proxy to copy
  *   to the client as they are.
  * - Deny (mode `nginx`): nginx `auth_request` passes only 401 and 403 and drops the body, so the
- *   answer is 401 (for 401) or 403 (for 400, 403, 503), and the real status and the whole body
+ *   answer is 401 (for 401) or 403 (for 400, 402, 403, 429, 503), and the real status and the whole body
  *   travel in `x-keygate-status` and `x-keygate-body` for the shipped nginx snippet to replay
  *   (`deploy/nginx/keygate.conf`).
  */
