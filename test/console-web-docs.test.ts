@@ -3,7 +3,10 @@
  * the Content-Security-Policy it quotes, the caching it states per kind of answer, the messages a
  * session's end gives, and the bundle sizes it states (the built page in dist/web/).
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import Fastify from 'fastify';
+import { consoleWebPlugin } from '../src/console-web/plugin.ts';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,6 +85,27 @@ describe('docs/web-console.md', () => {
     // signed out, the table, the form's errors, a new key, limit reached, the account, 360 px, and the designed states
     const main = ['sign-in', 'list', 'create-errors', 'created', 'limit-reached', 'account', 'list-360', 'usage', 'empty', 'loading', 'error', 'offline', 'session-ended'];
     expect(shown.map((f) => f.replace(/\.png$/, '')).sort()).toEqual(expect.arrayContaining(main.sort()));
+  });
+
+  it('a console without the built page answers / with a 503 naming the command that builds it', async () => {
+    expect(DOC.replace(/\s+/g, ' ')).toContain('The console answers `/` with a 503 naming that command when the bundle is missing.');
+    const empty = mkdtempSync(join(tmpdir(), 'kg-noweb-'));
+    const app = Fastify({ logger: false });
+    try {
+      await app.register(consoleWebPlugin, {
+        redis: redis.client(),
+        namespace: 'kgdocs',
+        staticRoot: empty,
+        tokens: { verify: async () => null, byId: async () => null },
+      });
+      const res = await app.inject({ method: 'GET', url: '/' });
+      expect(res.statusCode).toBe(503);
+      expect(res.body).toBe('The web console is not built: run `npm run build:web`.\n');
+      expect(DOC).toContain('`npm run build:web`');
+    } finally {
+      await app.close();
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   it('states the bundle sizes of the built page (rounded to the KiB, at most what it says)', () => {
