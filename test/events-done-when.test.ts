@@ -4,7 +4,9 @@
  * signed event for each crossing, in order — whether the crossing is booked by a usage record
  * (`POST /v1/usage`) or by a metered answer (ext_proc on a real sidecar, priced from the price
  * table), interleaved; with nothing for the bookings that cross nothing, and the wallet alert again
- * only after a credit re-arms it. A real console (its delivery worker), a real Redis, a real
+ * only after a credit re-arms it. The crossings are exact from both sources: a metered answer that
+ * lands the balance on 10.000000 tells nothing, the next one tells; a key's spend reaching its 80 %
+ * exactly, by a record or by a metered answer, tells. A real console (its delivery worker), a real Redis, a real
  * receiver on loopback; every delivery is checked with the docs' own verification snippet.
  */
 import { randomBytes } from 'node:crypto';
@@ -76,7 +78,7 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
   const { secret } = await api('POST', '/v1/webhooks', { url: r!.url, account: a });
   expect(await api('PUT', `/v1/accounts/${a}/alerts`, { wallet_low_micros: 10_000_000 })).toEqual({ account: a, wallet_low_micros: 10_000_000 });
   const k1 = await api('POST', `/v1/accounts/${a}/keys`, { name: 'records', limit: { amount_micros: 10_000_000, period: 'day' } }); // 80 % = 8.000000
-  const k2 = await api('POST', `/v1/accounts/${a}/keys`, { name: 'metered', limit: { amount_micros: 4000, period: 'day' } }); // 80 % = 0.003200
+  const k2 = await api('POST', `/v1/accounts/${a}/keys`, { name: 'metered', limit: { amount_micros: 4932, period: 'day' } }); // 80 % = ⌈3945.6⌉ = 3946 micro-units: two metered answers exactly
   const k3 = await api('POST', `/v1/accounts/${a}/keys`, { name: 'unlimited' });
   for (const k of [k1, k2]) await api('PATCH', `/v1/keys/${k.id}`, { alert_thresholds: [80] });
 
@@ -98,17 +100,17 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
     await waitFor(async () => (await balance()) === before - METERED, `metered booking ${n}`, 10_000);
   };
 
-  await credit(18_005_000, 'c1'); // 18.005000
-  await record(k1.id, 7_999_999, 'u1'); // 10.005001; k1 at 7.999999: nothing
-  await record(k1.id, 1, 'u2'); // k1 at 8.000000: k1's 80 %
-  await record(k1.id, 1, 'u3'); // 10.004999; k1 past it: nothing
-  await metered(k2.id); // 10.003026; k2 at 1973: nothing
-  await metered(k2.id); // 10.001053; k2 at 3946 ≥ 3200: k2's 80 %
-  await metered(k3.id); // 9.999080: wallet.low
-  await metered(k3.id); // 9.997107, still below: nothing
+  await credit(18_003_947, 'c1'); // 18.003947
+  await record(k1.id, 7_999_999, 'u1'); // 10.003948; k1 at 7.999999: nothing
+  await record(k1.id, 1, 'u2'); // 10.003947; k1 at exactly 8.000000: k1's 80 %
+  await record(k1.id, 1, 'u3'); // 10.003946; k1 past it: nothing
+  await metered(k2.id); // 10.001973; k2 at 1973: nothing
+  await metered(k2.id); // exactly 10.000000: not below; k2 at exactly 3946: k2's 80 %
+  await metered(k3.id); // 9.998027: wallet.low, from a metered booking
+  await metered(k3.id); // 9.996054, still below: nothing
   await record(k3.id, 1_000_000, 'u4'); // still below: nothing
-  expect(await balance()).toBe(8_997_107);
-  await credit(1_002_892, 'c2'); // 9.999999: still below, not re-armed
+  expect(await balance()).toBe(8_996_054);
+  await credit(1_003_945, 'c2'); // 9.999999: still below, not re-armed
   await record(k3.id, 1, 'u5'); // nothing
   await credit(2, 'c3'); // 10.000000: not below, re-armed
   await metered(k3.id); // 9.998027: wallet.low again, from a metered booking
@@ -122,7 +124,7 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
     'wallet.credited',
     'key.limit.threshold:records',
     'key.limit.threshold:metered',
-    'wallet.low:9999080',
+    'wallet.low:9998027',
     'wallet.credited', 'wallet.credited',
     'wallet.low:9998027',
     'wallet.credited',
@@ -144,7 +146,7 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
   const th = r!.received.filter((x) => x.event.type === 'key.limit.threshold').map((x) => x.event.data);
   expect(th).toEqual([
     { key_id: k1.id, threshold: 80, period: 'day', spend_micros: 8_000_000, limit_micros: 10_000_000 },
-    { key_id: k2.id, threshold: 80, period: 'day', spend_micros: 2 * METERED, limit_micros: 4000 },
+    { key_id: k2.id, threshold: 80, period: 'day', spend_micros: 2 * METERED, limit_micros: 4932 },
   ]);
   for (const x of r!.received.filter((y) => y.event.type === 'wallet.low')) expect(x.event.data.threshold_micros).toBe(10_000_000);
   for (const x of r!.received) {
