@@ -17,6 +17,7 @@ import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { KeyField } from '../schema/redis-schema.ts';
 import type { Rate } from '../core/rate-text.ts';
+import { windowOf } from '../core/rate.ts';
 import type { RateUse } from '../console/rates.ts';
 import { loadWebhookConfig } from './config.ts';
 import { webhooksOf } from './service.ts';
@@ -66,10 +67,10 @@ const KeySelf = z.object({
     .describe("the key's token rate and its current window: booked tokens so far, left, and when the window ends (null: no token rate)"),
 });
 
-/** A rate with its current window's use; `remaining` never below 0 (a booking may pass the rate). */
-function rateWindow(r: Rate | null, use: RateUse | null): { count: number; per: string; used: number; remaining: number; resets_at: string } | null {
-  if (r === null || use === null) return null;
-  return { count: r.count, per: r.per, used: use.used, remaining: Math.max(0, r.count - use.used), resets_at: use.resetsAt };
+/** A rate's current window: used, remaining (never below 0: a booking may pass a token rate) and its end. */
+function rateWindow(r: Rate, use: RateUse | null): { used: number; remaining: number; resets_at: string } {
+  const used = use?.used ?? 0;
+  return { used, remaining: Math.max(0, r.count - used), resets_at: use?.resetsAt ?? new Date(windowOf(r.per, Date.now()).end).toISOString() };
 }
 
 export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): void {
@@ -187,8 +188,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       }
       const v = await mc.getKeyView(id);
       const lim = v.usage.limit;
-      const rq = rateWindow(v.rates.requests, v.rateUse.requests);
-      const tk = rateWindow(v.rates.tokens, v.rateUse.tokens);
+      const [rq, tk] = [v.rates.requests, v.rates.tokens];
       return {
         id: v.id,
         name: v.name,
@@ -196,8 +196,8 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
         expires_at: iso(v.expiresAt),
         models: v.models === null ? null : [...v.models],
         limit: lim === null ? null : { amount_micros: lim.amountMicros, period: lim.period, remaining_micros: Math.max(0, lim.amountMicros - v.usage.spend.periodMicros) },
-        rate: rq === null ? null : { requests: rq.count, per: rq.per, used: rq.used, remaining: rq.remaining, resets_at: rq.resets_at },
-        token_rate: tk === null ? null : { tokens: tk.count, per: tk.per, used: tk.used, remaining: tk.remaining, resets_at: tk.resets_at },
+        rate: rq === null ? null : { requests: rq.count, per: rq.per, ...rateWindow(rq, v.rateUse.requests) },
+        token_rate: tk === null ? null : { tokens: tk.count, per: tk.per, ...rateWindow(tk, v.rateUse.tokens) },
       };
     },
   );
