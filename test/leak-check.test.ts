@@ -35,8 +35,8 @@ describe('findLeaks', () => {
     // scans; what a test started from one is a grandchild, and a leak all the same.
     const dir = mkdtempSync(join(tmpdir(), 'keygate-leak-'));
     const worker = spawn('sh', ['-c', 'cd "$1" && sleep 30 & wait', 'sh', dir], { cwd: '/', stdio: 'ignore', env: { PATH: process.env.PATH } });
+    let pids: number[] = [];
     try {
-      let pids: number[] = [];
       for (let i = 0; i < 50 && pids.length === 0; i++) {
         await new Promise((r) => setTimeout(r, 50));
         pids = findLeaks(dir, 'KEYGATE_TEST_RUN=probe-id').map((l) => l.pid);
@@ -45,7 +45,14 @@ describe('findLeaks', () => {
       expect(pids).not.toContain(worker.pid);
       expect(readFileSync(`/proc/${pids[0]}/cmdline`, 'latin1')).toContain('sleep');
     } finally {
-      spawn('pkill', ['-KILL', '-P', String(worker.pid)]);
+      // Kill the sleep itself first (by the pid found, and by parent, waiting for pkill): killing
+      // the shell first orphaned it to init before pkill looked, and the run's own check found it.
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+      await new Promise((r) => spawn('pkill', ['-KILL', '-P', String(worker.pid)]).on('exit', r));
       worker.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 100));
       rmSync(dir, { recursive: true, force: true });
