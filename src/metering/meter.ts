@@ -64,6 +64,10 @@ export class Meter {
   /** At most 10 problem lines a second; the rest counted (metrics count every one). */
   readonly #problems: ProblemLog;
   #closed = false;
+  /** Set by close: price reads stop being retried after it. */
+  #closeDeadline: number | null = null;
+  /** Responses whose price table is being read again (bounded by `maxStreams`). */
+  #awaitingPrices = 0;
 
   constructor(d: MeterDeps) {
     this.#d = d;
@@ -134,9 +138,13 @@ export class Meter {
     try {
       table = await this.#d.prices();
     } catch (err) {
-      m.unbooked.inc({ reason: 'prices-unavailable' });
-      this.#d.log.error({ requestId: o.booking.request_id, keyId: o.booking.key_id, err: { message: (err as Error)?.message } }, 'metering: no price table (store unavailable); the response is not booked');
-      return;
+      const later = await this.#pricesLater(err);
+      if (later instanceof Error) {
+        m.unbooked.inc({ reason: 'prices-unavailable' });
+        this.#d.log.error({ requestId: o.booking.request_id, keyId: o.booking.key_id, err: { message: later.message } }, 'metering: no price table (store unavailable); the response is not booked');
+        return;
+      }
+      table = later;
     }
     const priced = priceBooking(o.booking, table, endedAt);
     const t = n.trace;
@@ -157,9 +165,37 @@ export class Meter {
     this.#d.booker.add(p);
   }
 
+  /**
+   * The price table, read again while the store cannot answer it (100 ms, doubling to 2 s): a
+   * served response waits for its price rather than go unbooked. Gives up (the last error) when
+   * the meter is closing and its deadline has passed, or at once when `maxStreams` responses
+   * already wait (memory stays bounded through a long outage).
+   */
+  async #pricesLater(first: unknown): Promise<PriceTable | Error> {
+    let err = first;
+    if (this.#awaitingPrices >= this.#limits.maxStreams) return asError(err);
+    this.#awaitingPrices++;
+    try {
+      for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+        const left = this.#closeDeadline === null ? wait : this.#closeDeadline - this.#now();
+        if (left <= 0) return asError(err);
+        this.#d.log.debug({ err: { message: asError(err).message }, retryMs: Math.min(wait, left) }, 'metering: price table unavailable; read again');
+        await new Promise((r) => setTimeout(r, Math.min(wait, left)));
+        try {
+          return await this.#d.prices();
+        } catch (e) {
+          err = e;
+        }
+      }
+    } finally {
+      this.#awaitingPrices--;
+    }
+  }
+
   /** Stops metering: refuses new streams, ends the open ones (booked from what was seen), then drains the booker until `deadline` (epoch ms). */
   async close(deadline: number): Promise<void> {
     this.#closed = true;
+    this.#closeDeadline = deadline;
     for (const s of [...this.#open]) {
       s.end();
       s.onExpire?.();
@@ -208,4 +244,8 @@ class Stream implements MeterStream {
     }
     this.#meter.settle(this, outcome);
   }
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String((err as { message?: unknown })?.message ?? err));
 }

@@ -20,7 +20,7 @@ import { DEFAULT_METER_OPTIONS } from './session.ts';
 /**
  * The price table now: the cached record; when the store cannot answer, the last table read (a
  * price change is then applied once the store answers again); with none read yet, the lookup's
- * failure (the booking is not written: counted `prices-unavailable`).
+ * failure (the meter reads again until the store answers; see `Meter`).
  */
 export function priceSource(store: RecordSource): () => PriceTable | Promise<PriceTable> {
   let last: PriceTable | null = null;
