@@ -13,8 +13,10 @@
  * RATE_LIMITED in the client's (OpenAI's) shape. The page offers no account rates (an operator sets
  * those), so only a key's are set here.
  */
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI_ACTOR } from '../src/console/management.ts';
 import { keyDigest } from '../src/keys/format.ts';
 import { rateKeys, RateField, RequestWindowField, TokenWindowField } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -58,6 +60,12 @@ afterAll(async () => {
 });
 
 const poll = <T>(f: () => T | Promise<T>) => expect.poll(f, { timeout: 10_000 });
+const namesShown = (page: Page) => page.locator('tbody .key-name').allInnerTexts();
+const SHOTS = process.env.KEYGATE_UPDATE_SCREENSHOTS === '1' ? join(import.meta.dirname, '..', 'docs', 'screenshots') : null;
+/** With `KEYGATE_UPDATE_SCREENSHOTS=1`, writes the screenshot to docs/screenshots/ (as the end-to-end suite does). */
+const shot = async (page: Page, name: string) => {
+  if (SHOTS) await page.screenshot({ path: join(SHOTS, `${name}.png`), animations: 'disabled' });
+};
 const row = (page: Page, name: string) => page.locator('tbody tr').filter({ has: page.locator('.key-name', { hasText: new RegExp(`^${name}$`) }) });
 const writesSince = (n: number) => sent.slice(n).filter((r) => /^(POST|PATCH|PUT|DELETE) \/v1\//.test(r));
 /** Every rate record in the store (windows and token mirrors). */
@@ -220,6 +228,15 @@ describe('rates set through the API keys page', () => {
     // The page shows the window's use beside the rate (the state filter already knows the key is rate limited).
     await page.reload();
     await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour \(7 used this window\)\s+250,000 tokens per day \(0 used this window\)$/);
+    // Its status says so, and the Rate limited filter lists it (Active does not).
+    expect(await row(page, 'rated').locator('.badge').innerText()).toBe('Rate-limited');
+    await page.getByLabel('Status').selectOption({ label: 'Rate limited' });
+    await poll(() => namesShown(page)).toEqual(['rated']);
+    await shot(page, 'rate-limited');
+    await page.getByLabel('Status').selectOption({ label: 'Active' });
+    await page.getByText('No keys match.').waitFor();
+    await page.getByLabel('Status').selectOption({ label: 'Current' });
+    await row(page, 'rated').waitFor();
   });
 
   it('removing the request rate on the page lets the key through again', async () => {
@@ -232,6 +249,36 @@ describe('rates set through the API keys page', () => {
     await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate\s+250,000 tokens per day \(0 used this window\)$/);
     expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual([null, '250000/d']);
     expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('allow');
+  });
+
+  it("an account whose request rate is used up: every one of its keys shows Rate-limited (its requests are refused), and the filter lists them", async () => {
+    const page = browser!.page;
+    const other = 'acct-rates-full';
+    const lib = konsole!.server.console;
+    const t = await konsole!.createToken(other, 'owner');
+    const one = await lib.createKey({ account: other, name: 'one' }, CLI_ACTOR);
+    const two = await lib.createKey({ account: other, name: 'two' }, CLI_ACTOR);
+    await konsole!.setAccountRates(other, { requests: { count: 2, per: 'hour' } });
+    await awayFromHourEnd();
+    expect(outcomeOf(await stack!.client.check(chatRequest(one.key)))).toBe('allow');
+    expect(outcomeOf(await stack!.client.check(chatRequest(two.key)))).toBe('allow');
+    // The account's window is used up: both keys are refused, though neither has a rate of its own.
+    expect(outcomeOf(await stack!.client.check(chatRequest(one.key)))).toBe('RATE_LIMITED');
+    expect(outcomeOf(await stack!.client.check(chatRequest(two.key)))).toBe('RATE_LIMITED');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Token').fill(t.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    for (const name of ['one', 'two']) await poll(() => row(page, name).locator('.badge').innerText()).toBe('Rate-limited');
+    expect(await row(page, 'one').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate/); // the key's own: none
+    await page.getByLabel('Status').selectOption({ label: 'Rate limited' });
+    await poll(() => namesShown(page)).toEqual(['two', 'one']);
+    await page.getByLabel('Status').selectOption({ label: 'Active' });
+    await page.getByText('No keys match.').waitFor();
+    // The account's rate removed: Active again.
+    await konsole!.setAccountRates(other, { requests: null });
+    await page.getByLabel('Status').selectOption({ label: 'Current' });
+    for (const name of ['one', 'two']) await poll(() => row(page, name).locator('.badge').innerText()).toBe('Active');
   });
 
   it('the page met its CSP and made no failed request', () => {

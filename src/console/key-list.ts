@@ -29,7 +29,7 @@ export async function serverNow(mc: ConsoleService): Promise<number> {
 }
 
 /**
- * True when a key's request or token window is used up now. Reads the view's `rates` and `rateUse`
+ * True when a key's (or the account's) request or token window is used up now. Reads the view's `rates` and `rateUse`
  * (the rate limits' fields) structurally: a view without them (no rate limits) is never rate-limited.
  */
 export function rateLimitedNow(v: object): boolean {
@@ -44,10 +44,12 @@ export async function listKeyPage(mc: ConsoleService, account: string, q: PageQu
   const s = mc.schema;
   const redis = mc.redis;
   await ensureIndex(mc, account);
-  const [gateHash, active, now] = await Promise.all([redis.hgetall(s.gate(account)), redis.scard(s.accountActiveKeys(account)), serverNow(mc)]);
+  const [gateHash, active, now, accountRates] = await Promise.all([redis.hgetall(s.gate(account)), redis.scard(s.accountActiveKeys(account)), serverNow(mc), mc.rates.accountRates(account)]);
   const gate = Object.keys(gateHash).length === 0 ? NO_GATE : parseGate(gateHash);
   if (typeof gate === 'string') throw new ConsoleError('CORRUPT', `account ${account}: gate record does not follow the schema (${gate})`);
-  const stateOf = (k: Parameters<typeof keyState>[0]) => keyState(k, now, gate.limits?.get(k.id), rateLimitedNow(k));
+  // A used-up account window refuses every key of the account: each current key is then rate-limited too.
+  const accountFull = rateLimitedNow({ rates: accountRates, rateUse: await mc.rates.use(account, null, accountRates, now) });
+  const stateOf = (k: Parameters<typeof keyState>[0]) => keyState(k, now, gate.limits?.get(k.id), accountFull || rateLimitedNow(k));
   let ids: string[];
   let next: string | null;
   let total: number;
