@@ -9,7 +9,7 @@
  * with its currency, the Ledger and its CSV export) and the Audit section; the loading, error,
  * empty, offline and session-ended states (the reason said, the typed form kept); a key's Rate set
  * in the form, refused inline when bad or above the account's, and edited away. Also: an axe-core
- * scan of every state (no serious or critical violation), no CSP violation or page error, nothing
+ * scan of every state, light and dark (no serious or critical violation), no CSP violation or page error, nothing
  * secret in the page's storage or the console's log, the 360 px layout, keyboard-only use.
  * `KEYGATE_UPDATE_SCREENSHOTS=1` writes the screenshots to docs/screenshots/.
  */
@@ -71,9 +71,20 @@ function watch(page: Page): void {
   });
 }
 
-/** axe-core run in the page (evaluated through the DevTools protocol, so the page's CSP stays as it is). */
+/**
+ * axe-core run in the page (evaluated through the DevTools protocol, so the page's CSP stays as it
+ * is), in the light and then the dark colour scheme: every state scanned is scanned in both.
+ */
 async function axe(page: Page, what: string): Promise<void> {
   await page.evaluate(AXE);
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await axeOnce(page, `${what} (${scheme})`);
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+async function axeOnce(page: Page, what: string): Promise<void> {
   const violations = await page.evaluate(async () => {
     const r = await (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } }).axe.run(document, {
       resultTypes: ['violations'],
@@ -123,6 +134,7 @@ describe('the API keys page', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     const err = page.locator('#token-error');
     await err.waitFor();
+    await axe(page, 'sign-in with an error');
     expect(await page.getByLabel('Token').getAttribute('aria-describedby')).toContain('token-error');
     expect(await page.getByLabel('Token').getAttribute('aria-invalid')).toBe('true');
 
@@ -271,6 +283,7 @@ describe('the API keys page', () => {
     expect(await dialog.getByLabel('Models').inputValue()).toBe('openai/gpt-4o-mini');
     expect(await dialog.getByLabel('Limit', { exact: true }).inputValue()).toBe('5');
     expect(await dialog.getByLabel('Expires').inputValue()).toBe('2099-12-31T00:00');
+    await axe(page, 'edit form');
     await dialog.getByLabel('Models').fill('anthropic/*');
     await dialog.getByLabel('Limit', { exact: true }).fill('10'); // raising the limit lifts the refusal
     await dialog.getByRole('button', { name: 'Save' }).click();
@@ -297,6 +310,7 @@ describe('the API keys page', () => {
     const { page } = browser;
     await row(page, 'ci pipeline').getByRole('button', { name: 'Roll' }).click();
     await page.getByRole('dialog').getByText('it is named “ci pipeline (rolled)”').waitFor();
+    await axe(page, 'roll dialog');
     await page.getByRole('dialog').getByRole('button', { name: 'Confirm' }).click();
     await page.getByRole('dialog').getByText('You will not see this key again unless you reveal it.').waitFor();
     expect(await page.getByRole('dialog').getByRole('heading').innerText()).toBe('Key rolled: “ci pipeline (rolled)”');
@@ -460,7 +474,6 @@ describe('the API keys page', () => {
     await shot(page, 'list-360');
     await page.setViewportSize({ width: 1100, height: 800 });
     await page.emulateMedia({ colorScheme: 'dark' });
-    await axe(page, 'list, dark');
     await shot(page, 'list-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     // Back under the limit: Create works again.
@@ -537,6 +550,7 @@ describe('the API keys page', () => {
     const previous = row(page, 'keyboard');
     await poll(() => previous.innerText()).toMatch(/Rolled: replaced by keyboard \(rolled\) \(kg_…\w{4}\); this key works until .* UTC/);
     expect(await previous.getByRole('button', { name: 'Roll' }).count()).toBe(0);
+    await axe(page, 'a key rolled with a grace period');
     expect(await gateway(fresh, 'google/gemini-2.5-pro')).toBe('allow');
     expect(await gateway(keyboardKey, 'google/gemini-2.5-pro')).toBe('allow'); // still in its hour
   });
@@ -609,6 +623,7 @@ describe('the API keys page', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     await page.getByText('You are signed out.').waitFor();
+    await axe(page, 'signed out');
     expect(await page.getByText('You are signed out.').evaluate((p) => getComputedStyle(p).color)).not.toBe('rgb(23, 105, 58)'); // not success green either
 
     await page.getByLabel('Token').fill(token.token);
