@@ -14,6 +14,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ENV, loadConfig } from '../src/config.ts';
 import { loadConsoleApiConfig } from '../src/console-api/config.ts';
+import { modelDeny } from '../src/core/decision.ts';
+import { readModel } from '../src/core/model/index.ts';
 // @ts-expect-error plain JavaScript without type declarations (it runs in a bare node image)
 import { createStub } from '../deploy/stub-upstream/server.mjs';
 
@@ -107,6 +109,17 @@ describe('docker-compose.yml', () => {
     expect(config.metricsAccountLabels).toBe(true);
     expect(config.otlpEndpoint).toBe('');
     expect(loadConfig({}, { ...keygateEnv, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' }).otlpEndpoint).toBe('http://otel-collector:4318');
+  });
+
+  it('reads a bare model name at the OpenAI entry as OpenAI\'s, so a key the page restricts to openai/gpt-4o-mini passes the curl at the top of the file', () => {
+    const config = loadConfig({}, keygateEnv);
+    expect(config.bareModelProviders.get('openai')).toBe('openai');
+    // The body of the curl the file's header prints, at the OpenAI entry envoy.yaml routes to the stub.
+    const body = /-d '(\{"model":"[^']+)'/.exec(file('docker-compose.yml'))![1]!;
+    expect(JSON.parse(body).model).toBe('gpt-4o-mini');
+    const read = readModel({ family: 'openai', method: 'POST', path: '/v1/chat/completions', contentType: 'application/json', body, bodyTruncated: false, endpoints: config.modelEndpoints });
+    expect(modelDeny('key_0000000000000000', ['openai/gpt-4o-mini'], read, 'openai')).toEqual({ model: 'openai/gpt-4o-mini' });
+    expect(modelDeny('key_0000000000000000', ['openai/gpt-4o'], read, 'openai')).toMatchObject({ allow: false, code: 'MODEL_NOT_ALLOWED' });
   });
 
   it('runs the management API on the image keygate builds, with settings it accepts', () => {

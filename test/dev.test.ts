@@ -5,7 +5,7 @@
  * redis-server and every port, a restart after a SIGKILL (the leftover redis-server stopped), and one-line refusals (port taken, also
  * only on [::1]; no redis-server on PATH; a directory a live dev owns, which is left untouched; a truncated state file).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { devComponents, portFree, redisPidFile, startDev, type DevComponent } from '../src/dev/index.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { UPSTREAM_TEXT } from '../src/dev/stub-upstream.ts';
+import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
 import { freePort } from './helpers/redis-server.ts';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -373,6 +374,55 @@ describe('keygate dev', () => {
       expect(await listening(p.redis)).toBe(false);
       writeFileSync(file, whole, { mode: 0o600 });
     }
+  }, 90_000);
+
+  it('a key made on the page, restricted to the model the page suggests, works with the printed OpenAI curl (the real curl); another model gets the 403 naming what it accepts', async () => {
+    const p = await ports();
+    const dev = spawnDev(args(tmp(), p));
+    await untilRunning(dev);
+    const out = dev.stdout();
+    const token = /^ {2}TOKEN=(\S+)$/m.exec(out)![1]!;
+    const curl = out.split('\n').find((l) => l.startsWith(`  curl -sS http://127.0.0.1:${p.gateway}/openai/v1/chat/completions -H "Authorization: Bearer $KEY"`))!.trim();
+    let browser: TestBrowser | undefined;
+    let key = '';
+    try {
+      browser = await launchBrowser({ baseURL: `http://127.0.0.1:${p.console}` });
+      const { page } = browser;
+      await page.goto('/');
+      await page.getByLabel('Token').fill(token);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const dialog = page.getByRole('dialog');
+      // The model the form's help names first.
+      const suggested = await dialog.locator('#f-models-help code').first().innerText();
+      expect(suggested).toBe('openai/gpt-4o-mini');
+      await dialog.getByLabel('Name', { exact: true }).fill('mini only');
+      await dialog.getByLabel('Models').fill(suggested);
+      await dialog.getByRole('button', { name: 'Create', exact: true }).click();
+      await dialog.getByRole('button', { name: 'Copy' }).click();
+      await dialog.getByText('Copied to the clipboard.').waitFor();
+      key = await page.evaluate(() => navigator.clipboard.readText());
+      expect(key).toMatch(/^kg_[0-9A-Za-z]{38}$/);
+    } finally {
+      await browser?.close();
+    }
+    // The printed command as it is, run by bash with KEY set (the status written after the body).
+    const run = (command: string) =>
+      new Promise<{ body: string; status: number }>((resolve, reject) =>
+        execFile('bash', ['-c', `${command} -w '\n%{http_code}'`], { env: { ...process.env, KEY: key } }, (err, stdout) => {
+          if (err) return reject(err);
+          const i = stdout.lastIndexOf('\n');
+          resolve({ body: stdout.slice(0, i), status: Number(stdout.slice(i + 1)) });
+        }),
+      );
+    const ok = await run(curl);
+    expect(ok.status).toBe(200);
+    expect((JSON.parse(ok.body) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe(UPSTREAM_TEXT);
+    const other = await run(curl.replace('"model":"gpt-4o-mini"', '"model":"gpt-4o"'));
+    expect(other.status).toBe(403);
+    expect((JSON.parse(other.body) as { error: { message: string } }).error.message).toBe('The model "gpt-4o" is not among this key\'s allowed models; it accepts "openai/gpt-4o-mini". To use another model, change the key\'s allowed models in the console.');
+    dev.child.kill('SIGINT');
+    expect(await dev.exit).toBe(0);
   }, 90_000);
 
   it('refuses with one line when redis-server is not on PATH', async () => {
