@@ -401,6 +401,48 @@ describe('the API keys page', () => {
     await page.getByText('No keys yet.').waitFor();
   });
 
+  it('an API refusal of a field lands under it: an expiry past by the server\'s clock under Expires, a model pattern under Models', async () => {
+    // A second tab of the same session whose clock runs three days behind: the page takes yesterday as a future time.
+    const page = await browser.context.newPage();
+    watch(page);
+    try {
+      await page.clock.install({ time: Date.now() - 3 * 86_400_000 });
+      await page.goto('/');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const dialog = page.getByRole('dialog');
+      await dialog.getByLabel('Name', { exact: true }).fill('refused by the API');
+      await dialog.getByLabel('Expires').fill(new Date(Date.now() - 86_400_000).toISOString().slice(0, 16)); // the browser's zone is UTC
+      const keys = await konsole.keyCount(ACCOUNT);
+      await dialog.getByRole('button', { name: 'Create', exact: true }).click();
+      await dialog.locator('#f-expires-error').waitFor();
+      expect(await dialog.locator('#f-expires-error').innerText()).toMatch(/^Expiry \S+ is not in the future/);
+      expect(await dialog.getByLabel('Expires').getAttribute('aria-invalid')).toBe('true');
+      expect(await dialog.locator('#f-models-error').count()).toBe(0);
+      expect(await konsole.keyCount(ACCOUNT)).toBe(keys);
+      await axe(page, 'create form with the API refusing the expiry');
+
+      // The API's own refusal of a model pattern (the page's checks agree with it, so it is answered here as the API words it).
+      const refusal = await konsole.server.console.createKey({ account: ACCOUNT, name: 'x', models: ['openai/gpt-4o-mini', 'not a model!!'] }, CLI_ACTOR).then(
+        () => '',
+        (e: Error) => e.message,
+      );
+      expect(refusal).toMatch(/model/);
+      await page.route('**/v1/accounts/*/keys', (route) =>
+        route.request().method() === 'POST' ? route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'INVALID_INPUT', message: refusal } }) }) : route.continue(),
+      );
+      await dialog.getByLabel('Expires').fill('');
+      await dialog.getByLabel('Models').fill('openai/gpt-4o-mini');
+      await dialog.getByRole('button', { name: 'Create', exact: true }).click();
+      await dialog.locator('#f-models-error').waitFor();
+      expect((await dialog.locator('#f-models-error').innerText()).toLowerCase()).toBe(`${refusal.toLowerCase()}.`); // capitalised, with a full stop
+      expect(await dialog.getByLabel('Models').getAttribute('aria-invalid')).toBe('true');
+      expect(await dialog.locator('#f-expires-error').count()).toBe(0);
+      expect(await konsole.keyCount(ACCOUNT)).toBe(keys);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('pages, searches and sorts 130 keys; at 100 active keys Create says why it is off', async () => {
     const { page } = browser;
     const made: { id: string; name: string; hint: string }[] = [];
@@ -484,6 +526,31 @@ describe('the API keys page', () => {
     expect(await looks()).toEqual({ opacity: 1, cursor: 'pointer' });
   }, 120_000);
 
+  it('a long name and a long model list keep the row to a line or two: cut short on screen, whole in a tooltip and to screen readers', async () => {
+    const { page } = browser;
+    const name = 'nightly batch of the reporting pipeline for every region '.repeat(3).slice(0, 128).trim();
+    const models = ['openai/gpt-4o-mini', 'openai/gpt-4o', 'anthropic/claude-sonnet-4', 'anthropic/claude-opus-4', 'google/gemini-2.5-pro', 'google/gemini-2.5-flash', 'mistral/*', 'meta/llama-3.3-70b'];
+    const long = await konsole.server.console.createKey({ account: ACCOUNT, name, models }, CLI_ACTOR);
+    await page.reload();
+    const r = row(page, name);
+    await r.waitFor();
+    const height = await r.evaluate((tr) => tr.getBoundingClientRect().height);
+    const short = await row(page, 'svc-129').evaluate((tr) => tr.getBoundingClientRect().height);
+    expect(height).toBeLessThan(80);
+    expect(short).toBeLessThan(80);
+    const cell = r.locator('td.models');
+    expect(await cell.getAttribute('title')).toBe(models.join(', '));
+    expect(await r.locator('.key-name').getAttribute('title')).toBe(name);
+    // No model name is broken inside: each sits on one line (the list wraps only after its commas).
+    const lines = await cell.locator('.model').evaluateAll((ms) => ms.map((m) => m.getClientRects().length));
+    expect(lines.every((n) => n === 1)).toBe(true);
+    expect(await r.innerText()).toContain(models.join(', ')); // the whole list is in the page's text
+    await axe(page, 'a long name and model list');
+    await konsole.server.console.revokeKey(long.id, CLI_ACTOR);
+    await page.reload();
+    await page.getByText('1–1 of 1 key').waitFor();
+  });
+
   it('the ledger pages and exports as CSV; the audit lists the account events', async () => {
     const { page } = browser;
     const ledger = page.locator('.ledger-section');
@@ -506,6 +573,7 @@ describe('the API keys page', () => {
     expect(await audit.locator('li').count()).toBe(20);
     await axe(page, 'ledger and audit');
     await page.locator('.account').screenshot({ path: join(SHOTS, 'account.png'), animations: 'disabled' });
+    await audit.screenshot({ path: join(SHOTS, 'audit.png'), animations: 'disabled' });
   });
 
   it('works with the keyboard alone: create a key and close its dialog', async () => {
@@ -596,6 +664,19 @@ describe('the API keys page', () => {
     await row(page, 'keyboard (rolled)').getByText('1,200 in · 340 out today').waitFor(); // the re-fetched page drawn
     expect(await row(page, 'keyboard (rolled)').innerText()).toMatch(/1,200 in · 340 out today[\s\S]*60 requests per minute[\s\S]*No token rate/);
     await page.unroute('**/v1/accounts/*/keys?*');
+    // An API without them (no metering, no rate limits): both columns are left out.
+    await page.route('**/v1/accounts/*/keys?*', async (route) => {
+      const res = await route.fetch();
+      const body = await res.json();
+      for (const k of body.keys) for (const f of ['tokens', 'rate', 'token_rate', 'rate_use']) delete k[f];
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.getByLabel('Status').selectOption({ label: 'All' });
+    await poll(() => keysTable(page).locator('th[data-slot]').count()).toBe(0);
+    expect(await keysTable(page).locator('td[data-slot]').count()).toBe(0);
+    await page.unroute('**/v1/accounts/*/keys?*');
+    await page.getByLabel('Status').selectOption({ label: 'Current' });
+    await keysTable(page).locator('th[data-slot="rates"]').waitFor();
 
     offline = true;
     await browser.context.setOffline(true);
@@ -668,6 +749,7 @@ describe('the API keys page', () => {
     await poll(() => page.locator('.account').innerText()).toMatch(/Balance\s+No wallet\s+Requests are not limited by a balance\./);
     expect(await page.locator('.account').innerText()).not.toMatch(/0\.00/);
     await axe(page, 'no wallet');
+    await page.locator('.account').screenshot({ path: join(SHOTS, 'no-wallet.png'), animations: 'disabled' });
 
     const k = await konsole.server.console.createKey({ account: other, name: 'owing', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
     // (a millisecond apart: the ledger orders by the millisecond, then credits before charges)
@@ -678,6 +760,7 @@ describe('the API keys page', () => {
     await poll(() => page.locator('.account').innerText()).toMatch(/Balance\s+-2\.00 USD\s+The balance is below zero \(owed\): requests are refused until it is topped up\./);
     expect(await page.locator('.account').innerText()).not.toMatch(/empty/i);
     await axe(page, 'balance below zero');
+    await page.locator('.account').screenshot({ path: join(SHOTS, 'owed.png'), animations: 'disabled' });
 
     // The ledger 20 at a time, newest first, Older / Newer entries; the CSV holds every entry.
     for (let i = 0; i < 25; i++) {

@@ -976,6 +976,15 @@ const ratesCell = (k: Key) =>
   html`<td class="nowrap" data-slot="rates">${k.rate ? `${rateWords(k.rate.requests, 'request', k.rate.per)}${useWords(k.rate_use?.requests)}` : html`<span class="muted">No request rate</span>`}
     <span class="sub">${k.token_rate ? `${rateWords(k.token_rate.tokens, 'token', k.token_rate.per)}${useWords(k.rate_use?.tokens)}` : 'No token rate'}</span></td>`;
 
+/**
+ * The allowed models, two lines at most: the list wraps only after a comma (never inside a name) and
+ * is cut short on screen past two lines, whole in the tooltip and to screen readers.
+ */
+const modelsCell = (k: Key) =>
+  k.models?.length
+    ? html`<td class="models" title=${k.models.join(', ')}><span class="clamp">${k.models.map((m, i) => html`${i ? ', ' : ''}<span class="model">${m}</span>`)}</span></td>`
+    : html`<td class="models"><span class="muted">All models</span></td>`;
+
 function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult {
   const id = `key-${k.id}`;
   const s = stateOf(k);
@@ -985,7 +994,7 @@ function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult
   const cur = currency();
   return html`<tr class="key ${s}" id=${id}>
     <th scope="row">
-      <span id="${id}-title" class="key-name">${k.name}</span>
+      <span id="${id}-title" class="key-name" title=${k.name}>${k.name}</span>
       ${k.rolled_to && k.status === 'active' ? html`<span class="sub">${rolledNote(k)}</span>` : nothing}
       ${err ? html`<span class="error" role="alert">${err}</span>` : nothing}
     </th>
@@ -995,7 +1004,7 @@ function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult
     </td>
     <td class="nowrap"><code>${k.hint}</code></td>
     <td>${statusCell(k)}</td>
-    <td>${k.models?.length ? k.models.join(', ') : html`<span class="muted">All models</span>`}</td>
+    ${modelsCell(k)}
     <td class="nowrap">${k.expires_at ? html`<time datetime=${k.expires_at}>${whenZoned(k.expires_at)}</time>` : html`<span class="muted">Never</span>`}</td>
     <td class="nowrap">${k.last_used_at ? html`<time datetime=${k.last_used_at}>${when(k.last_used_at)}</time>` : html`<span class="muted">Not yet</span>`}</td>
     <td class="nowrap">${k.requests ? html`${k.requests.today.toLocaleString()} today<span class="sub">${k.requests.month.toLocaleString()} this month</span>` : html`<span class="muted">—</span>`}</td>
