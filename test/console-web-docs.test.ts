@@ -89,8 +89,12 @@ describe('docs/web-console.md', () => {
     const shown = [...readme.matchAll(/!\[[^\]]*\]\(docs\/screenshots\/([\w-]+\.png)\)/g)].map((m) => m[1]!);
     const committed = readdirSync(join(import.meta.dirname, '..', 'docs', 'screenshots'));
     for (const f of shown) expect(committed, f).toContain(f);
-    // signed out, the table, the form's errors, a new key, limit reached, the account, 360 px, and the designed states
-    const main = ['sign-in', 'list', 'create-errors', 'created', 'limit-reached', 'account', 'list-360', 'usage', 'empty', 'loading', 'error', 'offline', 'session-ended'];
+    // signed out, the table, the form's errors, a new key, limit reached, the account, 360 px, the designed states,
+    // a revealed key, the revoke dialog, an edit refused, dark, no wallet, owed, the audit and a rate-limited key
+    const main = ['sign-in', 'list', 'create-errors', 'created', 'limit-reached', 'account', 'list-360', 'usage', 'empty', 'loading', 'error', 'offline', 'session-ended',
+      'revealed', 'revoke', 'edit-error', 'list-dark', 'no-wallet', 'owed', 'audit', 'rate-limited'];
+    // Every committed screenshot is shown.
+    expect([...committed].sort()).toEqual([...new Set(shown)].sort());
     expect(shown.map((f) => f.replace(/\.png$/, '')).sort()).toEqual(expect.arrayContaining(main.sort()));
   });
 
