@@ -133,6 +133,28 @@ describe.each([
     await expectBalance(a.account, 1_000_000 - ANTHROPIC_STREAM_COST);
   });
 
+  it('a stream whose client hangs up mid-stream (Envoy cancels the processing stream) is booked once, from what was seen, estimated', async () => {
+    const a = await newAccount(1_000_000);
+    const all = fixture('openai-responses-stream.sse');
+    const seen = all.subarray(0, all.indexOf('response.completed')); // no usage came
+    const r = await client(sc()).exchange({
+      path: '/v1/responses',
+      requestId: `cancel-${randomBytes(4).toString('hex')}`,
+      identity: { keyId: a.keyId, accountId: a.account },
+      requestBody: JSON.stringify({ model: 'gpt-4o', instructions: 'Be brief.', input: 'Tell me a three sentence bedtime story about a unicorn.', stream: true }),
+      responseHeaders: { 'content-type': 'text/event-stream' },
+      chunks: split(seen, 61),
+      complete: false,
+    });
+    expect(r.code).toBe(1); // CANCELLED: the client side ended it, as Envoy does
+    // input: 'Be brief.' + the input (9 + 55 = 64 code points) / 4 = 16; output: the deltas read,
+    // 'In a peaceful grove beneath a silver moon…' (42) / 4 → 11; at openai/*: 16 × 2.5 + 11 × 10 = 150
+    await expectBalance(a.account, 1_000_000 - 150);
+    const log = (await db.xrange(s.usageLog(a.account), '-', '+')) as [string, string[]][];
+    expect(log.length).toBe(1);
+    expect(parseUsageEntry(a.account, log[0]![0], log[0]![1])).toMatchObject({ amountMicros: 150, model: 'gpt-4o-2024-08-06', inputTokens: 16, outputTokens: 11, source: 'meter', estimated: true, unpriced: false });
+  });
+
   it('a gzip response is read; an error status books nothing and ends the stream at once', async () => {
     const a = await newAccount(1_000_000);
     const id = { keyId: a.keyId, accountId: a.account };
