@@ -246,8 +246,15 @@ describe('hostile streams and shutdown', () => {
     await c.exchange(openaiChat(id, `h1-${randomBytes(4).toString('hex')}`, { chunks: [randomBytes(5000), Buffer.from('{"usage":{"prompt_tokens":-5,"completion_tokens":1e308}}')] }));
     await c.exchange(openaiChat(id, `h2-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, chunks: [randomBytes(300)] }));
     await c.exchange(openaiChat(id, `h3-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'text/event-stream' }, chunks: ['data: {"choices":[{"delta":{"content":"', 'x'.repeat(100_000)], complete: false }));
-    // the balance never grows (no negative charge)
-    expect(await balance(a.account)).toBeLessThanOrEqual(1_000_000);
+    // each booked from what was read, estimated (never a negative charge): the three entries
+    // flushed, then the exact balance
+    await waitFor(async () => (await db.xlen(s.usageLog(a.account))) === 3, 'three bookings', 10_000);
+    const entries = ((await db.xrange(s.usageLog(a.account), '-', '+')) as [string, string[]][]).map(([eid, flat]) => parseUsageEntry(a.account, eid, flat));
+    // input: 'user' + 'hi' / 4 → 2 (2.5 each → 5); the cut stream's 100,000 x read as its text → 25,000 output (10 each)
+    // (in any order: a broken gzip stream is booked once its decoder has ended)
+    const byRequest = Object.fromEntries(entries.map((e) => [e.requestId.slice(0, 2), [e.inputTokens, e.outputTokens, e.amountMicros, e.estimated]]));
+    expect(byRequest).toEqual({ h1: [2, 0, 5, true], h2: [2, 0, 5, true], h3: [2, 25_000, 250_005, true] });
+    await expectBalance(a.account, 1_000_000 - 250_015);
     const b = await newAccount(1_000_000);
     await c.exchange(openaiChat({ keyId: b.keyId, accountId: b.account }, `h4-${randomBytes(4).toString('hex')}`));
     await expectBalance(b.account, 1_000_000 - OPENAI_CHAT_COST);
