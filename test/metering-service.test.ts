@@ -8,7 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Booker } from '../src/metering/booker.ts';
+import { MeterSession } from '../src/metering/session.ts';
 import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
@@ -234,6 +236,61 @@ describe('booking across sidecars', () => {
       await expectBalance(a.account, 1_000_000 - 46);
     } finally {
       await db.hdel(s.prices(), 'gpt-4o-2024-08-06');
+    }
+  });
+});
+
+describe('a failure inside metering never fails a request', () => {
+  const metric = async (sc: TestSidecar, name: string, label: string) => {
+    const text = await sc.sidecar.metrics.registry.getSingleMetricAsString(name);
+    return Number(new RegExp(`^${name}\\{${label}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 'NaN');
+  };
+  const internal = (sc: TestSidecar) => Promise.all([metric(sc, 'keygate_metering_failures_total', 'kind="internal"'), metric(sc, 'keygate_metering_unbooked_responses_total', 'reason="internal"')]);
+
+  it.each([
+    ['h2', () => h2!],
+    ['grpc-js', () => gjs!],
+  ])('on %s: a reader that throws ends the stream with OK and no mutation, a booker that throws loses only that booking; both counted; Checks and the next stream go on', async (_name, sc) => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const MARK = 'boom-internal'; // in a message: the reader throws
+    const BOOK_MARK = 'bookfail-'; // a booking's request id: the booker throws
+    const handle = MeterSession.prototype.handleBytes;
+    const add = Booker.prototype.add;
+    const spies = [
+      vi.spyOn(MeterSession.prototype, 'handleBytes').mockImplementation(function (this: MeterSession, bytes: Buffer) {
+        if (bytes.includes(MARK)) throw new Error('injected reader failure');
+        return handle.call(this, bytes);
+      }),
+      vi.spyOn(Booker.prototype, 'add').mockImplementation(function (this: Booker, p: Parameters<Booker['add']>[0]) {
+        if (p.booking.request_id.startsWith(BOOK_MARK)) throw new Error('injected booker failure');
+        return add.call(this, p);
+      }),
+    ];
+    try {
+      const before = await internal(sc());
+      // the reader throws at the request body: a streamed chat request that would be asked for
+      // its usage (a body mutation) — the stream ends there with OK, nothing changed
+      const streamed = JSON.stringify({ model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: MARK }] });
+      const r = await client(sc()).exchange(openaiChat(id, `rd-${randomBytes(4).toString('hex')}`, { requestBody: streamed }));
+      expect(r.code).toBe(0);
+      expect(r.sent).toBe(2); // request headers, request body; then Envoy sends no more
+      expect(r.answers.length).toBe(1); // the request headers' empty answer
+      for (const m of r.answers) expect(JSON.stringify(m)).not.toMatch(/mutation|immediate_response/);
+      // the booker throws when the booking is handed over: the stream was answered in full and ended OK
+      const b = await client(sc()).exchange(openaiChat(id, `${BOOK_MARK}${randomBytes(4).toString('hex')}`));
+      expect(b.code).toBe(0);
+      expect(b.answers.length).toBe(b.sent);
+      for (const m of b.answers) expect(JSON.stringify(m)).not.toMatch(/mutation|immediate_response/);
+      await waitFor(async () => (await internal(sc()))[0] === before[0] + 2, 'both failures counted', 5000);
+      expect(await internal(sc())).toEqual([before[0] + 2, before[1] + 2]);
+      // the request path is unaffected: the key is still allowed, the next stream is metered exactly
+      expect(outcomeOf(await sc().client.check(chatRequest(a.key)))).toBe('allow');
+      await client(sc()).exchange(openaiChat(id, `ok-${randomBytes(4).toString('hex')}`));
+      await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+      expect(await db.xlen(s.usageLog(a.account))).toBe(1);
+    } finally {
+      for (const sp of spies) sp.mockRestore();
     }
   });
 });
