@@ -131,7 +131,7 @@ describe('usage records', () => {
     expect(ex.status).toBe(200);
     expect(ex.body.more).toBe(false);
     expect(ex.body.entries).toEqual([
-      { id: expect.stringMatching(/^\d+-\d+$/), time: expect.any(String), account: a, key_id: k.body.id, request_id: 'req-1', amount_micros: 750_000, model: 'openai/gpt-4o', input_tokens: 12, output_tokens: 34 },
+      { id: expect.stringMatching(/^\d+-\d+$/), time: expect.any(String), account: a, key_id: k.body.id, request_id: 'req-1', amount_micros: 750_000, model: 'openai/gpt-4o', input_tokens: 12, output_tokens: 34, source: 'record', estimated: false, unpriced: false },
     ]);
   });
 

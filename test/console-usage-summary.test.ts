@@ -130,3 +130,37 @@ describe('metered bookings: token fields in the summary, the export, and tokens 
     expect((await callApi(base, 'GET', `/v1/keys/${idle}`, { token: admin })).body.tokens).toEqual({ today: { input: 0, output: 0 }, month: { input: 0, output: 0 } });
   });
 });
+
+describe('the export marks each entry: metered or recorded, estimated, unpriced', () => {
+  it('GET /v1/usage and `usage export` carry source, estimated and unpriced on every entry', async () => {
+    const acct = `marks-${randomBytes(4).toString('hex')}`;
+    const key = (await srv.console.createKey({ account: acct, name: 'marked' }, CLI_ACTOR)).id;
+    const put = await callApi(base, 'PUT', `/v1/prices/${encodeURIComponent('openai/gpt-4o-marks')}`, { token: admin, body: { input_micros: 1_000_000, output_micros: 1_000_000 } });
+    expect(put.status).toBe(200);
+    const table = PriceTable.fromHash(await db.hgetall(srv.console.schema.prices()));
+    const write = redisBookingWrite(srv.console.redis, srv.console.schema);
+    const metered = (request_id: string, model: string, family: 'openai' | 'google', estimated: boolean) =>
+      priceBooking({ request_id, key_id: key, account: acct, model, family, input_tokens: 10, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 5, reasoning_tokens: 0, estimated }, table, Date.now());
+    // an estimated metered booking (10 + 5 tokens at 1 each: 15 micro-units), an unpriced one (no
+    // price matches a Google model here), then a usage record
+    expect(await write([metered('m-cut', 'gpt-4o-marks', 'openai', true)])).toEqual(['booked']);
+    expect(await write([metered('m-unpriced', 'no-such-model-marks', 'google', false)])).toEqual(['booked']);
+    await srv.console.recordUsage({ keyId: key, amountMicros: 10, requestId: 'r-plain', model: 'gpt-4o', inputTokens: 5, outputTokens: 1 });
+    const want = [
+      { request_id: 'm-cut', amount_micros: 15, source: 'meter', estimated: true, unpriced: false },
+      { request_id: 'm-unpriced', amount_micros: 0, source: 'meter', estimated: false, unpriced: true },
+      { request_id: 'r-plain', amount_micros: 10, source: 'record', estimated: false, unpriced: false },
+    ];
+    const pick = (e: Record<string, unknown>) => ({ request_id: e.request_id, amount_micros: e.amount_micros, source: e.source, estimated: e.estimated, unpriced: e.unpriced });
+
+    const exp = await callApi(base, 'GET', `/v1/usage?account=${acct}&since=${hourAgo()}`, { token: admin });
+    expect(exp.status).toBe(200);
+    expect(exp.body.entries.map(pick)).toEqual(want);
+
+    const bin = fileURLToPath(new URL('../bin/keygate', import.meta.url));
+    const lines = await new Promise<string>((resolve, reject) =>
+      execFile(bin, ['usage', 'export', '--since', hourAgo(), '--account', acct], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', KEYGATE_NODE: process.execPath, REDIS_URL: redis.url }, timeout: 60_000 }, (err, out) => (err ? reject(err) : resolve(out))),
+    );
+    expect(lines.trim().split('\n').map((l) => pick(JSON.parse(l)))).toEqual(want);
+  });
+});

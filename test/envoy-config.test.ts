@@ -10,6 +10,9 @@ import { loadConfig } from '../src/config.ts';
 import { HEALTH_SERVICES } from '../src/transport/envoy/grpc.ts';
 import { envoyProtoDirs } from '../proto/envoy-protos.ts';
 import { StrictProto } from './helpers/strict-proto.ts';
+import { pathOnly } from '../src/core/family.ts';
+import { meteredEndpoint } from '../src/metering/usage.ts';
+import { ENTRIES, sendsBodyToMetering } from '../src/dev/gateway.ts';
 
 const BOOTSTRAP = 'envoy.config.bootstrap.v3.Bootstrap';
 const text = readFileSync(new URL('../envoy.yaml', import.meta.url), 'utf8');
@@ -136,15 +139,60 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     expect(p.observability_mode).toBe(false);
   });
 
-  it('sends the request body of OpenAI chat and completions (to ask a stream for its usage), buffered, and only there', () => {
-    const withBody = routes(doc).filter((r) => r.typed_per_filter_config?.['envoy.filters.http.ext_proc']);
-    expect(withBody.map((r) => r.match.prefix).sort()).toEqual(['/openai/v1/chat/completions', '/openai/v1/completions']);
-    for (const r of withBody) {
+  // Each path as a client sends it to the gateway; metered: whether keygate meters what it reaches.
+  const PATHS: ReadonlyArray<readonly [url: string, metered: boolean]> = [
+    ['/openai/v1/chat/completions', true],
+    ['/openai/v1/completions', true],
+    ['/openai/v1/embeddings', true],
+    ['/openai/v1/responses', true],
+    ['/anthropic/v1/messages', true],
+    ['/google/v1beta/models/gemini-2.5-flash:generateContent', true],
+    ['/google/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', true],
+    ['/google/v1/models/gemini-2.0-flash:generateContent', true],
+    ['/openai/v1/models', false],
+    ['/openai/v1/files', false],
+    ['/openai/v1/audio/transcriptions', false],
+    ['/anthropic/v1/models', false],
+    ['/google/v1beta/models', false],
+    ['/google/v1beta/models/gemini-2.5-flash:countTokens', false],
+    ['/google/upload/v1beta/files', false],
+  ];
+  /** The first route Envoy would take for `url` (prefix or safe_regex on the path without its query) and the path it sends upstream. */
+  const routeFor = (url: string): { route: Obj; upstreamPath: string } => {
+    const path = pathOnly(url);
+    for (const r of routes(doc)) {
+      if (r.match.prefix !== undefined && path.startsWith(r.match.prefix)) {
+        return { route: r, upstreamPath: r.route ? r.route.prefix_rewrite + path.slice(r.match.prefix.length) : path };
+      }
+      if (r.match.safe_regex !== undefined && new RegExp(r.match.safe_regex.regex).test(path)) {
+        const rw = r.route.regex_rewrite;
+        return { route: r, upstreamPath: path.replace(new RegExp(rw.pattern.regex), rw.substitution) };
+      }
+    }
+    throw new Error(`no route for ${url}`);
+  };
+  const sendsBody = (r: Obj): boolean => r.typed_per_filter_config?.['envoy.filters.http.ext_proc'] !== undefined;
+
+  it('sends the request body of every metered endpoint to metering (input estimated for a cut stream; OpenAI streams asked for usage), buffered, and only there', () => {
+    const prefixes = ENTRIES.map(([p]) => p);
+    for (const [url, metered] of PATHS) {
+      const { route, upstreamPath } = routeFor(url);
+      const prefix = prefixes.find((p) => url.startsWith(`${p}/`))!;
+      expect(upstreamPath, url).toBe(pathOnly(url).slice(prefix.length));
+      expect(meteredEndpoint(upstreamPath) !== null, url).toBe(metered);
+      expect(sendsBody(route), url).toBe(metered);
+      expect(route.typed_per_filter_config['envoy.filters.http.ext_authz'].check_settings.context_extensions.protocol, url).toBe(prefix.slice(1));
+    }
+    for (const r of routes(doc).filter(sendsBody)) {
       const mode = r.typed_per_filter_config['envoy.filters.http.ext_proc'].overrides.processing_mode;
-      expect(mode.request_body_mode).toBe('BUFFERED_PARTIAL');
-      expect(mode.response_body_mode).toBe('STREAMED');
-      expect(r.route.prefix_rewrite).toBe(r.match.prefix.replace(/^\/openai/, ''));
-      expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'].check_settings.context_extensions.protocol).toBe('openai');
+      expect(mode).toEqual({ ...filter(doc, 'envoy.filters.http.ext_proc').processing_mode, request_body_mode: 'BUFFERED_PARTIAL' });
+    }
+  });
+
+  it('the dev gateway sends metering the request body on the same paths as envoy.yaml', () => {
+    for (const [url] of PATHS) {
+      const [prefix, family] = ENTRIES.find(([p]) => url.startsWith(`${p}/`))!;
+      expect(sendsBodyToMetering(family, url.slice(prefix.length)), url).toBe(sendsBody(routeFor(url).route));
     }
   });
 

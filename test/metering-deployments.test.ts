@@ -1,7 +1,9 @@
 /**
  * Metered bookings on Redis Cluster and Sentinel: the usage-record script with its token and event
  * KEYS runs in the account's slot (no CROSSSLOT), the price table is read through the cached store,
- * and the wallet is debited by exactly the priced amount, once, with the token counters written.
+ * and the wallet is debited by exactly the priced amount, once across two sidecars, with the token
+ * counters written; a wallet driven below zero by metered bookings at one sidecar is refused (402)
+ * on the next request at the other (the gate written by the crossing booking).
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
@@ -13,7 +15,7 @@ import { schema } from '../src/schema/redis-schema.ts';
 import { ExtProcClient } from './helpers/ext-proc-client.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { startSentinel, type SentinelDeployment } from './helpers/redis-sentinel.ts';
-import { startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
 import { fixture } from './unit/metering-helpers.ts';
 
 const s = schema();
@@ -25,44 +27,64 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 });
 
-async function meterOnce(url: string, db: Redis | Cluster): Promise<void> {
+/**
+ * Two sidecars on the deployment: the same request id metered at both is booked once, exactly,
+ * with its tokens; a wallet driven below zero by metered bookings at one is refused (402) on the
+ * next request at the other.
+ */
+async function meterAcross(url: string, db: Redis | Cluster): Promise<void> {
   const kc = new KeyConsole({ redis: url, revealKey: REVEAL });
   cleanups.push(() => kc.close());
   await db.hset(s.prices(), 'openai/*', encodePrice({ input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000 }));
-  const sc: TestSidecar = await startTestSidecar(url, { meterFlushMs: 50 });
-  cleanups.push(() => sc.close());
+  const settings = { meterFlushMs: 50, stalenessBoundMs: 2000 };
+  const [a, b]: TestSidecar[] = await Promise.all([startTestSidecar(url, settings), startTestSidecar(url, settings)]);
+  cleanups.push(() => a!.close(), () => b!.close());
+  await waitTracking(a!, b!);
+  const ca = new ExtProcClient(`127.0.0.1:${a!.sidecar.grpcPort}`);
+  const cb = new ExtProcClient(`127.0.0.1:${b!.sidecar.grpcPort}`);
+  cleanups.push(async () => ca.close(), async () => cb.close());
+  const exchange = (accountId: string, keyId: string, requestId: string) => ({
+    path: '/v1/chat/completions',
+    requestId,
+    identity: { keyId, accountId },
+    responseHeaders: { 'content-type': 'application/json' },
+    chunks: [fixture('openai-chat.json')],
+  });
+  const balance = async (account: string) => Number(await db.hget(s.wallet(account), 'balance'));
+
   const account = `acct-${randomBytes(4).toString('hex')}`;
   const k = await kc.createKey({ account, name: 'metered' });
   await kc.creditAccount(account, 1_000_000, 'c1');
-  const c = new ExtProcClient(`127.0.0.1:${sc.sidecar.grpcPort}`);
-  cleanups.push(async () => c.close());
-  const x = {
-    path: '/v1/chat/completions',
-    requestId: 'same-request',
-    identity: { keyId: k.id, accountId: account },
-    responseHeaders: { 'content-type': 'application/json' },
-    chunks: [fixture('openai-chat.json')],
-  };
-  await c.exchange(x);
-  await c.exchange(x); // the same request id again: booked once
-  const balance = async () => Number(await db.hget(s.wallet(account), 'balance'));
-  await waitFor(async () => (await balance()) < 1_000_000, 'the booking', 15_000);
+  // the same request id at both sidecars, twice at one: booked once
+  await Promise.all([ca.exchange(exchange(account, k.id, 'same-request')), cb.exchange(exchange(account, k.id, 'same-request'))]);
+  await ca.exchange(exchange(account, k.id, 'same-request'));
+  await waitFor(async () => (await balance(account)) < 1_000_000, 'the booking', 15_000);
   await new Promise((r) => setTimeout(r, 300));
-  expect(await balance()).toBe(1_000_000 - COST);
+  expect(await balance(account)).toBe(1_000_000 - COST);
   expect(parseTokenCounters(await db.hgetall(s.tokens(account, k.id)), Date.now()).today).toEqual({ input: 1117, output: 46 });
+
+  // the crossing: 3000 credited, two answers metered at a (2 × 1973) → −946; b refuses the next request
+  const low = `acct-${randomBytes(4).toString('hex')}`;
+  const lk = await kc.createKey({ account: low, name: 'metered' });
+  await kc.creditAccount(low, 3000, 'c1');
+  expect(outcomeOf(await b!.client.check(chatRequest(lk.key)))).toBe('allow'); // b has the key and a positive wallet cached
+  await ca.exchange(exchange(low, lk.id, 'cross-1'));
+  await ca.exchange(exchange(low, lk.id, 'cross-2'));
+  await waitFor(async () => (await balance(low)) === 3000 - 2 * COST, 'both bookings', 15_000);
+  await waitFor(async () => outcomeOf(await b!.client.check(chatRequest(lk.key))) === 'INSUFFICIENT_BALANCE', '402 at the other sidecar', 5000);
 }
 
 describe('metering on other deployments', () => {
-  it('Redis Cluster: booked once, exactly, in the account slot', async () => {
+  it('Redis Cluster: booked once across two sidecars, exactly, in the account slot; a wallet driven below zero is refused at the other sidecar', async () => {
     const cluster: ClusterDeployment = await startCluster();
     cleanups.push(() => cluster.destroy());
-    await meterOnce(cluster.url, cluster.client());
+    await meterAcross(cluster.url, cluster.client());
   }, 90_000);
 
-  it('Redis Sentinel: booked once, exactly', async () => {
+  it('Redis Sentinel: booked once across two sidecars, exactly; a wallet driven below zero is refused at the other sidecar', async () => {
     const sentinel: SentinelDeployment = await startSentinel();
     cleanups.push(() => sentinel.destroy());
     const db = sentinel.master.client();
-    await meterOnce(sentinel.url, db);
+    await meterAcross(sentinel.url, db);
   }, 90_000);
 });

@@ -8,7 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Booker } from '../src/metering/booker.ts';
+import { MeterSession } from '../src/metering/session.ts';
 import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
@@ -133,6 +135,28 @@ describe.each([
     await expectBalance(a.account, 1_000_000 - ANTHROPIC_STREAM_COST);
   });
 
+  it('a stream whose client hangs up mid-stream (Envoy cancels the processing stream) is booked once, from what was seen, estimated', async () => {
+    const a = await newAccount(1_000_000);
+    const all = fixture('openai-responses-stream.sse');
+    const seen = all.subarray(0, all.indexOf('response.completed')); // no usage came
+    const r = await client(sc()).exchange({
+      path: '/v1/responses',
+      requestId: `cancel-${randomBytes(4).toString('hex')}`,
+      identity: { keyId: a.keyId, accountId: a.account },
+      requestBody: JSON.stringify({ model: 'gpt-4o', instructions: 'Be brief.', input: 'Tell me a three sentence bedtime story about a unicorn.', stream: true }),
+      responseHeaders: { 'content-type': 'text/event-stream' },
+      chunks: split(seen, 61),
+      complete: false,
+    });
+    expect(r.code).toBe(1); // CANCELLED: the client side ended it, as Envoy does
+    // input: 'Be brief.' + the input (9 + 55 = 64 code points) / 4 = 16; output: the deltas read,
+    // 'In a peaceful grove beneath a silver moon…' (42) / 4 → 11; at openai/*: 16 × 2.5 + 11 × 10 = 150
+    await expectBalance(a.account, 1_000_000 - 150);
+    const log = (await db.xrange(s.usageLog(a.account), '-', '+')) as [string, string[]][];
+    expect(log.length).toBe(1);
+    expect(parseUsageEntry(a.account, log[0]![0], log[0]![1])).toMatchObject({ amountMicros: 150, model: 'gpt-4o-2024-08-06', inputTokens: 16, outputTokens: 11, source: 'meter', estimated: true, unpriced: false });
+  });
+
   it('a gzip response is read; an error status books nothing and ends the stream at once', async () => {
     const a = await newAccount(1_000_000);
     const id = { keyId: a.keyId, accountId: a.account };
@@ -216,6 +240,61 @@ describe('booking across sidecars', () => {
   });
 });
 
+describe('a failure inside metering never fails a request', () => {
+  const metric = async (sc: TestSidecar, name: string, label: string) => {
+    const text = await sc.sidecar.metrics.registry.getSingleMetricAsString(name);
+    return Number(new RegExp(`^${name}\\{${label}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 'NaN');
+  };
+  const internal = (sc: TestSidecar) => Promise.all([metric(sc, 'keygate_metering_failures_total', 'kind="internal"'), metric(sc, 'keygate_metering_unbooked_responses_total', 'reason="internal"')]);
+
+  it.each([
+    ['h2', () => h2!],
+    ['grpc-js', () => gjs!],
+  ])('on %s: a reader that throws ends the stream with OK and no mutation, a booker that throws loses only that booking; both counted; Checks and the next stream go on', async (_name, sc) => {
+    const a = await newAccount(1_000_000);
+    const id = { keyId: a.keyId, accountId: a.account };
+    const MARK = 'boom-internal'; // in a message: the reader throws
+    const BOOK_MARK = 'bookfail-'; // a booking's request id: the booker throws
+    const handle = MeterSession.prototype.handleBytes;
+    const add = Booker.prototype.add;
+    const spies = [
+      vi.spyOn(MeterSession.prototype, 'handleBytes').mockImplementation(function (this: MeterSession, bytes: Buffer) {
+        if (bytes.includes(MARK)) throw new Error('injected reader failure');
+        return handle.call(this, bytes);
+      }),
+      vi.spyOn(Booker.prototype, 'add').mockImplementation(function (this: Booker, p: Parameters<Booker['add']>[0]) {
+        if (p.booking.request_id.startsWith(BOOK_MARK)) throw new Error('injected booker failure');
+        return add.call(this, p);
+      }),
+    ];
+    try {
+      const before = await internal(sc());
+      // the reader throws at the request body: a streamed chat request that would be asked for
+      // its usage (a body mutation) — the stream ends there with OK, nothing changed
+      const streamed = JSON.stringify({ model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: MARK }] });
+      const r = await client(sc()).exchange(openaiChat(id, `rd-${randomBytes(4).toString('hex')}`, { requestBody: streamed }));
+      expect(r.code).toBe(0);
+      expect(r.sent).toBe(2); // request headers, request body; then Envoy sends no more
+      expect(r.answers.length).toBe(1); // the request headers' empty answer
+      for (const m of r.answers) expect(JSON.stringify(m)).not.toMatch(/mutation|immediate_response/);
+      // the booker throws when the booking is handed over: the stream was answered in full and ended OK
+      const b = await client(sc()).exchange(openaiChat(id, `${BOOK_MARK}${randomBytes(4).toString('hex')}`));
+      expect(b.code).toBe(0);
+      expect(b.answers.length).toBe(b.sent);
+      for (const m of b.answers) expect(JSON.stringify(m)).not.toMatch(/mutation|immediate_response/);
+      await waitFor(async () => (await internal(sc()))[0] === before[0] + 2, 'both failures counted', 5000);
+      expect(await internal(sc())).toEqual([before[0] + 2, before[1] + 2]);
+      // the request path is unaffected: the key is still allowed, the next stream is metered exactly
+      expect(outcomeOf(await sc().client.check(chatRequest(a.key)))).toBe('allow');
+      await client(sc()).exchange(openaiChat(id, `ok-${randomBytes(4).toString('hex')}`));
+      await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);
+      expect(await db.xlen(s.usageLog(a.account))).toBe(1);
+    } finally {
+      for (const sp of spies) sp.mockRestore();
+    }
+  });
+});
+
 describe('hostile streams and shutdown', () => {
   it('garbage, broken gzip and absurd counts never crash the sidecar; it meters the next stream', async () => {
     const a = await newAccount(1_000_000);
@@ -224,8 +303,15 @@ describe('hostile streams and shutdown', () => {
     await c.exchange(openaiChat(id, `h1-${randomBytes(4).toString('hex')}`, { chunks: [randomBytes(5000), Buffer.from('{"usage":{"prompt_tokens":-5,"completion_tokens":1e308}}')] }));
     await c.exchange(openaiChat(id, `h2-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, chunks: [randomBytes(300)] }));
     await c.exchange(openaiChat(id, `h3-${randomBytes(4).toString('hex')}`, { responseHeaders: { 'content-type': 'text/event-stream' }, chunks: ['data: {"choices":[{"delta":{"content":"', 'x'.repeat(100_000)], complete: false }));
-    // the balance never grows (no negative charge)
-    expect(await balance(a.account)).toBeLessThanOrEqual(1_000_000);
+    // each booked from what was read, estimated (never a negative charge): the three entries
+    // flushed, then the exact balance
+    await waitFor(async () => (await db.xlen(s.usageLog(a.account))) === 3, 'three bookings', 10_000);
+    const entries = ((await db.xrange(s.usageLog(a.account), '-', '+')) as [string, string[]][]).map(([eid, flat]) => parseUsageEntry(a.account, eid, flat));
+    // input: 'user' + 'hi' / 4 → 2 (2.5 each → 5); the cut stream's 100,000 x read as its text → 25,000 output (10 each)
+    // (in any order: a broken gzip stream is booked once its decoder has ended)
+    const byRequest = Object.fromEntries(entries.map((e) => [e.requestId.slice(0, 2), [e.inputTokens, e.outputTokens, e.amountMicros, e.estimated]]));
+    expect(byRequest).toEqual({ h1: [2, 0, 5, true], h2: [2, 0, 5, true], h3: [2, 25_000, 250_005, true] });
+    await expectBalance(a.account, 1_000_000 - 250_015);
     const b = await newAccount(1_000_000);
     await c.exchange(openaiChat({ keyId: b.keyId, accountId: b.account }, `h4-${randomBytes(4).toString('hex')}`));
     await expectBalance(b.account, 1_000_000 - OPENAI_CHAT_COST);

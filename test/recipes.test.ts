@@ -149,6 +149,15 @@ describe('what the recipes say', () => {
     expect(grant.spec.from.map((f: Obj) => f.namespace)).toEqual([sp.metadata.namespace, ep.metadata.namespace]);
   });
 
+  it('every metering recipe sends the request body to metering, partial beyond the buffer (a stream cut before its usage is estimated from it)', () => {
+    for (const recipe of ['envoy-gateway', 'envoy-ai-gateway']) {
+      const mode = find(objects(recipe), 'EnvoyExtensionPolicy')[0]!.spec.extProc[0].processingMode;
+      expect(mode, recipe).toEqual({ request: { body: 'BufferedPartial' }, response: { body: 'Streamed' } });
+    }
+    const istio = find(objects('istio'), 'EnvoyFilter')[0]!.spec.configPatches[0].patch.value.typed_config.processing_mode;
+    expect(istio).toMatchObject({ request_header_mode: 'SEND', request_body_mode: 'BUFFERED_PARTIAL', response_body_mode: 'STREAMED' });
+  });
+
   it('envoy-gateway: the limit comes from keygate\'s total_limit in the ext_authz filter\'s namespace, counted per key as keygate sets it', () => {
     const objs = objects('envoy-gateway');
     const sp = find(objs, 'SecurityPolicy')[0]!;

@@ -253,6 +253,9 @@ export const UsageEntry = z.object({
   cached_input_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
   cache_write_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
   reasoning_tokens: z.number().int().optional().describe('present when the entry has it (metered bookings)'),
+  source: z.enum(['meter', 'record']).describe('meter: read from a response by metering; record: a usage record (POST /v1/usage, `keygate usage record`)'),
+  estimated: z.boolean().describe('true: a token count was estimated, not reported (e.g. a stream cut before its usage); metered bookings only'),
+  unpriced: z.boolean().describe('true: no price matched the model, so it was booked at 0 with its tokens; metered bookings only'),
 });
 export const UsageList = z.object({
   entries: z.array(UsageEntry).describe('oldest first'),

@@ -115,6 +115,9 @@ export function usageEntryJson(e: UsageEntry): {
   cached_input_tokens?: number;
   cache_write_tokens?: number;
   reasoning_tokens?: number;
+  source: 'meter' | 'record';
+  estimated: boolean;
+  unpriced: boolean;
 } {
   return {
     id: e.id,
@@ -130,5 +133,10 @@ export function usageEntryJson(e: UsageEntry): {
     ...(e.cachedInputTokens !== null ? { cached_input_tokens: e.cachedInputTokens } : {}),
     ...(e.cacheWriteTokens !== null ? { cache_write_tokens: e.cacheWriteTokens } : {}),
     ...(e.reasoningTokens !== null ? { reasoning_tokens: e.reasoningTokens } : {}),
+    // How the entry came: read from a response by metering or recorded through the API/CLI; a
+    // count estimated (usage not reported, e.g. a stream cut short); no price matched (booked at 0).
+    source: e.source,
+    estimated: e.estimated,
+    unpriced: e.unpriced,
   };
 }

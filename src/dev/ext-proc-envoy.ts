@@ -1,8 +1,8 @@
 /**
  * The Envoy side of ext_proc for `keygate dev`'s gateway: it plays Envoy's ext_proc filter (as
  * envoy.yaml configures it) against the sidecar's `ExternalProcessor/Process` over HTTP/2 —
- * request headers with the ext_authz identity forwarded as metadata, the request body of OpenAI
- * chat/completions (whole), response headers, response body chunks; the request body's answer is
+ * request headers with the ext_authz identity forwarded as metadata, the request body of the
+ * metered endpoints (whole; `sendsBodyToMetering` in gateway.ts), response headers, response body chunks; the request body's answer is
  * awaited and a body mutation applied, every other answer is read and dropped (metering never
  * changes a response). Any failure just stops metering that request (failure_mode_allow).
  *

@@ -41,8 +41,22 @@ export interface DevGatewayOptions {
   readonly accountHeader?: string;
 }
 
-/** The OpenAI endpoints whose request body envoy.yaml sends to metering (to ask a stream for usage). */
-const BODY_TO_METERING = /^\/v1\/(chat\/)?completions(\?|$)/;
+/**
+ * The paths (entry prefix stripped) whose request body envoy.yaml sends to metering, by family:
+ * the metered endpoints (to ask an OpenAI stream for its usage, and to estimate the input of a
+ * stream cut before its usage). Envoy's route matches ignore the query.
+ */
+const BODY_TO_METERING: Record<Family, RegExp> = {
+  openai: /^\/v1\/(chat\/completions|completions|responses|embeddings)/,
+  anthropic: /^\/v1\/messages/,
+  google: /^\/(.+\/)?models\/[^/:]+:(generateContent|streamGenerateContent)$/,
+};
+
+/** Whether envoy.yaml sends metering the request body of `path` (the entry prefix stripped) in `family`'s entry. */
+export function sendsBodyToMetering(family: Family, path: string): boolean {
+  const q = path.indexOf('?');
+  return BODY_TO_METERING[family].test(q === -1 ? path : path.slice(0, q));
+}
 
 function sendJson(res: ServerResponse, status: number, message: string): void {
   const body = JSON.stringify({ error: { message, type: 'dev_gateway_error' } });
@@ -156,7 +170,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
   if (sessions !== null && keyId !== undefined && accountId !== undefined) {
     try {
       meter = EnvoyExtProc.open(sessions.session(), { keyId, accountId });
-      const sendBody = hasBody && entry[1] === 'openai' && BODY_TO_METERING.test(path);
+      const sendBody = hasBody && sendsBodyToMetering(entry[1], path);
       meter.requestHeaders({ ':method': method, ':path': path, ':authority': 'dev-gateway', ...headers }, !sendBody);
       if (sendBody) upBody = (await meter.requestBody(body, 200)) ?? body;
     } catch (err) {

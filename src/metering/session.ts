@@ -225,8 +225,8 @@ export class MeterSession {
     if (this.identity() === null) this.noBooking = 'no-identity';
     else if (this.endpoint === null) this.noBooking = 'not-metered';
     else {
-      // most streams never send the request body (envoy.yaml: only the OpenAI routes that ask for
-      // usage): its reader is made when one comes
+      // a stream without a request body (a GET, or Envoy not configured to send it) makes no
+      // reader: it is made when one comes
       this.readRequest = true;
     }
   }

@@ -184,6 +184,18 @@ describe('prices', () => {
     expect(new PriceTable().lookup('x', 'openai')).toBeNull();
   });
 
+  it('cost with cache writes and cache reads: each part at its own price, the fresh input without either, rounded up', () => {
+    // Anthropic-like prices per million: input 3, cache read 0.3, cache write 3.75, output 15
+    const price = { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheWrite: 3_750_000 };
+    const c = { input_tokens: 5000, cached_input_tokens: 2048, cache_write_tokens: 1500, output_tokens: 301, reasoning_tokens: 0, estimated: false };
+    // ((5000 − 2048 − 1500) × 3M + 2048 × 0.3M + 1500 × 3.75M + 301 × 15M) / 1e6
+    // = 4356 + 614.4 + 5625 + 4515 = 15110.4 → 15111
+    expect(costMicros(c, price)).toEqual({ amount: 15111, clamped: false });
+    // a price without its own cache-write price charges cache writes at the input price
+    // ((1452 + 1500) × 3M + 2048 × 0.3M + 301 × 15M) / 1e6 = 8856 + 614.4 + 4515 = 13985.4 → 13986
+    expect(costMicros(c, priceOf({ input: 3_000_000, output: 15_000_000, cachedInput: 300_000 }))).toEqual({ amount: 13986, clamped: false });
+  });
+
   it('cost: the documented rounding, exact for large numbers, clamped to the largest amount', () => {
     const price = { input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000, cacheWrite: 3_125_000 };
     const c = { input_tokens: 1117, cached_input_tokens: 1024, cache_write_tokens: 0, output_tokens: 46, reasoning_tokens: 12, estimated: false };

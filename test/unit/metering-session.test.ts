@@ -109,6 +109,24 @@ describe('streams cut short', () => {
     expect(o.notes.cut).toBe(true);
   });
 
+  // Envoy sends metering the request body of every metered endpoint (envoy.yaml): a stream cut
+  // before its usage has its input estimated from it; without it the input would be 0.
+  it.each<[string, string, string, string, string]>([
+    ['an OpenAI Responses stream', '/v1/responses', 'openai-responses-stream.sse', 'response.completed', JSON.stringify({ model: 'gpt-4o', instructions: 'Be brief.', input: 'x'.repeat(4000) })],
+    ['an Anthropic messages stream', '/v1/messages', 'anthropic-messages-stream.sse', '"usage"', JSON.stringify({ model: 'claude-sonnet-4-5', system: 'Be brief.', messages: [{ role: 'user', content: 'x'.repeat(4000) }], stream: true })],
+    ['a Google stream', '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse', 'google-stream.sse', '"usageMetadata"', JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'x'.repeat(4000) }] }], systemInstruction: { parts: [{ text: 'Be brief.' }] } })],
+  ])('%s cut before its usage has its input estimated from the request body seen', async (_name, path, name, usageAt, requestBody) => {
+    const all = fixture(name);
+    const cut = all.subarray(0, all.indexOf(usageAt));
+    const seen = await booking({ path, requestBody, contentType: 'text/event-stream', chunks: [cut], complete: false });
+    // every string under the input fields, roles included: 'Be brief.' (9) + 'user' (4, not on Responses) + 4000 x
+    const textLength = 9 + 4000 + (path === '/v1/responses' ? 0 : 4);
+    expect(seen.booking).toMatchObject({ input_tokens: Math.ceil(textLength / 4), estimated: true });
+    expect(seen.notes.cut).toBe(true);
+    const unseen = await booking({ path, contentType: 'text/event-stream', chunks: [cut], complete: false });
+    expect(unseen.booking).toMatchObject({ input_tokens: 0, estimated: true });
+  });
+
   it('a JSON body cut in the middle of its text counts the text seen', async () => {
     const all = fixture('anthropic-messages.json');
     const o = await booking({ path: '/v1/messages', contentType: 'application/json', chunks: [all.subarray(0, all.indexOf('My name'))], complete: false });
