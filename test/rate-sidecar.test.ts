@@ -204,6 +204,61 @@ describe('account rates and token rates', () => {
   });
 });
 
+describe('several used-up rates', () => {
+  const DAY = 86_400_000;
+  /** A 429's wait agrees with the end of the current UTC day (the latest window that refuses), and names `name`. */
+  const waitsForDayEnd = (res: CheckResponseMsg, name: string) => {
+    const now = Date.now();
+    const toDayEnd = (Math.floor(now / DAY) + 1) * DAY - now;
+    expect(outcomeOf(res)).toBe('RATE_LIMITED');
+    expect(JSON.stringify(deniedBody(res))).toContain(name);
+    const h = deniedHeaders(res);
+    const ms = Number(h['retry-after-ms']);
+    expect(ms).toBeGreaterThan(toDayEnd - 3000);
+    expect(ms).toBeLessThanOrEqual(toDayEnd + 1000);
+    expect(Number(h['retry-after'])).toBe(Math.ceil(ms / 1000));
+    expect(JSON.stringify(deniedBody(res))).toContain(`Retry after ${h['retry-after']} s`);
+  };
+
+  it('key 2/s and account 3/d both used up: retry-after waits for the day to end (the sidecar that saw it, and one that asks Redis)', async () => {
+    for (let attempt = 0; ; attempt++) {
+      const account = acct();
+      const other = await kc.createKey({ account, name: 'other' });
+      const k = await kc.createKey({ account, name: 'k', rates: { requests: rate('2/s') } });
+      await kc.setAccountRates(account, { requests: rate('3/d') });
+      expect(outcomeOf(await a.client.check(chatRequest(other.key)))).toBe('allow'); // the account: 1 of 3
+      const sec = await nextSecond();
+      const out = [];
+      for (let i = 0; i < 3; i++) out.push(await a.client.check(chatRequest(k.key)));
+      out.push(await b.client.check(chatRequest(k.key)));
+      if (Math.floor(Date.now() / 1000) !== sec) {
+        if (attempt < 3) continue;
+        throw new Error('could not send 4 requests within one second');
+      }
+      expect(out.slice(0, 2).map(outcomeOf)).toEqual(['allow', 'allow']); // the key: 2 of 2, the account: 3 of 3
+      waitsForDayEnd(out[2]!, 'key request rate 2/s'); // a knew both windows were used up
+      waitsForDayEnd(out[3]!, 'key request rate 2/s'); // b learnt it from its TAKE
+      return;
+    }
+  });
+
+  it('a key token block (per minute) and its account request rate 3/d used up: retry-after waits for the day to end', async () => {
+    const account = acct();
+    const other = await kc.createKey({ account, name: 'other' });
+    const k = await kc.createKey({ account, name: 't', rates: { tokens: rate('1000/m', 'tokens') } });
+    await kc.setAccountRates(account, { requests: rate('3/d') });
+    for (let i = 0; i < 3; i++) expect(outcomeOf(await a.client.check(chatRequest(other.key)))).toBe('allow');
+    expect(JSON.stringify(deniedBody(await a.client.check(chatRequest(k.key))))).toContain('account request rate 3/d');
+    await kc.recordUsage({ keyId: k.id, amountMicros: 1, requestId: rid(), inputTokens: 600, outputTokens: 400 });
+    let last!: CheckResponseMsg;
+    await waitFor(async () => {
+      last = await a.client.check(chatRequest(k.key));
+      return JSON.stringify(deniedBody(last)).includes('key token rate 1000/m');
+    }, 'the token block at the sidecar', 5000);
+    waitsForDayEnd(last, 'key token rate 1000/m');
+  });
+});
+
 describe('two sidecars, one limit', () => {
   it('together they allow at most 100 of 160 requests in one second, and at least 95', async () => {
     for (let attempt = 0; ; attempt++) {
