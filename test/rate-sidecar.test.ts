@@ -259,6 +259,23 @@ describe('several used-up rates', () => {
   });
 });
 
+describe("a window's use", () => {
+  it('a 1000/h key after 3 requests: used counts the units reserved ahead, held says how many; exactly 3 once the lease is given back', async () => {
+    const account = acct();
+    const k = await kc.createKey({ account, name: 'use', rates: { requests: rate('1000/h') } });
+    for (let i = 0; i < 3; i++) expect(outcomeOf(await a.client.check(chatRequest(k.key)))).toBe('allow');
+    // The first request was counted with a lease of 25 units (half the pool of 50), which paid for
+    // requests 2 and 3: the window counts 26, 25 of them held by the sidecar (unless already given back).
+    const busy = (await kc.getKeyView(k.id)).rateUse.requests!;
+    expect([busy.used, busy.held]).toEqual(busy.held === 0 ? [3, 0] : [26, 25]);
+    // Idle for 250 ms, the lease goes back (its 23 unused units with it): what was really used remains.
+    await waitFor(async () => (await kc.getKeyView(k.id)).rateUse.requests!.held === 0, 'the idle lease given back', 5000);
+    const idle = (await kc.getKeyView(k.id)).rateUse.requests!;
+    expect([idle.used, idle.held]).toEqual([3, 0]);
+    expect((await kc.listKeyViews(account)).find((x) => x.id === k.id)?.rateUse.requests).toMatchObject({ used: 3, held: 0 });
+  });
+});
+
 describe('two sidecars, one limit', () => {
   it('together they allow at most 100 of 160 requests in one second, and at least 95', async () => {
     for (let attempt = 0; ; attempt++) {

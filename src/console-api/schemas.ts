@@ -61,7 +61,17 @@ const RequestRate = z
 const TokenRate = z
   .strictObject({ tokens: z.number().int().min(1).max(MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
   .describe('token rate: booked tokens (usage records, metered answers) count against it');
-const RateUse = z.object({ used: z.number().int(), resets_at: isoTime }).nullable();
+const RequestRateUse = z
+  .object({
+    used: z.number().int().describe('requests counted in the window: allowed, plus units sidecars reserved ahead in leases'),
+    held: z
+      .number()
+      .int()
+      .describe('units of `used` in leases sidecars still hold (at most 5% of the rate); the requests really allowed are between used - held and used, exactly used when held is 0'),
+    resets_at: isoTime,
+  })
+  .nullable();
+const TokenRateUse = z.object({ used: z.number().int().describe('tokens booked in the window'), resets_at: isoTime }).nullable();
 
 export const AccountParams = z.strictObject({ account: AccountId });
 export const KeyParams = z.strictObject({ id: KeyId });
@@ -160,7 +170,7 @@ export const Key = z.object({
   tokens: Tokens,
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
-  rate_use: z.object({ requests: RateUse, tokens: RateUse }).describe("the current window's use of each rate (null: no such rate)"),
+  rate_use: z.object({ requests: RequestRateUse, tokens: TokenRateUse }).describe("the current window's use of each rate (null: no such rate)"),
   rolled_to: z.string().nullable().describe('the key this one was rolled to'),
   rolled_from: z.string().nullable().describe('the key this one replaced'),
 });

@@ -36,9 +36,9 @@ export type KeyJson = KeyRecordJson & {
   rate_use: RateUseJson;
 };
 
-/** The current window's use of a key's rates (null: no such rate). */
+/** The current window's use of a key's rates (null: no such rate); `held`: units of `used` in leases sidecars still hold. */
 export type RateUseJson = {
-  requests: { used: number; resets_at: string } | null;
+  requests: { used: number; held: number; resets_at: string } | null;
   tokens: { used: number; resets_at: string } | null;
 };
 
@@ -48,8 +48,12 @@ export function ratesJson(r: Rates): { rate: ApiRequestRate | null; token_rate: 
 }
 
 export function rateUseJson(u: RatesUse): RateUseJson {
-  const one = (x: RatesUse['requests']) => (x === null ? null : { used: x.used, resets_at: x.resetsAt });
-  return { requests: one(u.requests), tokens: one(u.tokens) };
+  const r = u.requests;
+  const t = u.tokens;
+  return {
+    requests: r === null ? null : { used: r.used, held: r.held ?? 0, resets_at: r.resetsAt },
+    tokens: t === null ? null : { used: t.used, resets_at: t.resetsAt },
+  };
 }
 
 /** Booked tokens today and this month (UTC). */
