@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyConsole } from '../src/console/service.ts';
 import { isWellFormedKey } from '../src/keys/format.ts';
+import { rateKeys } from '../src/schema/rates.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { RateLimiter } from '../src/store/rate-limiter.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 
@@ -133,6 +136,7 @@ describe('happy path', () => {
       tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
       rate: null,
       token_rate: null,
+      rate_use: { requests: null, tokens: null },
     });
     expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
       `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month.\n`,
@@ -161,6 +165,41 @@ describe('happy path', () => {
     expect(r.code).toBe(0);
     for (const o of ['--name', '--models', '--all-models', '--expires', '--no-expiry', '--redis', '--json']) expect(r.stdout).toContain(o);
   }, 60_000);
+});
+
+const DAY = 86_400_000;
+/** Waits past the day's end when it is under 30 s away, so what a test counts stays inside one day window. */
+async function awayFromDayEnd(): Promise<void> {
+  const left = DAY - (Date.now() % DAY);
+  if (left < 30_000) await new Promise((r) => setTimeout(r, left + 1_000));
+}
+
+describe('rates through bin/keygate', () => {
+  it("accounts show: the account's rates with the current window's use (text and --json rate_use)", async () => {
+    await awayFromDayEnd();
+    const a = acct();
+    const kc = new KeyConsole({ redis: db, revealKey: REVEAL });
+    const k = await kc.createKey({ account: a, name: 'r' });
+    ok(await keygate(['accounts', 'limit', a, '--rate', '5/d', '--token-rate', '1000/d']));
+    // Two requests counted in the account's window by the sidecars' limiter, 300 tokens booked.
+    const limiter = new RateLimiter(db);
+    try {
+      const req = { keyWindow: null, keyRate: null, accountWindow: rateKeys(schema()).requests(a), accountRate: { count: 5, per: 'day' as const } };
+      for (let i = 0; i < 2; i++) expect((await limiter.take(req)).kind).toBe('allow');
+    } finally {
+      await limiter.close();
+    }
+    await kc.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'tok-1', inputTokens: 200, outputTokens: 100 });
+    const dayEnd = new Date((Math.floor(Date.now() / DAY) + 1) * DAY).toISOString();
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
+      `Account ${a}: active; no wallet (not metered); rate 5/d (2 used this window); token rate 1000/d (300 used this window); tokens 200 in, 100 out today; 200 in, 100 out this month.\n`,
+    );
+    expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toMatchObject({
+      rate: { requests: 5, per: 'day' },
+      token_rate: { tokens: 1000, per: 'day' },
+      rate_use: { requests: { used: 2, held: 0, resets_at: dayEnd }, tokens: { used: 300, resets_at: dayEnd } },
+    });
+  }, 120_000);
 });
 
 describe('bad input: one stderr line, non-zero exit, nothing changed', () => {

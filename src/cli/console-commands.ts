@@ -289,7 +289,7 @@ export function registerConsoleCommands(program: Command): void {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
     });
   });
 
@@ -309,7 +309,7 @@ export function registerConsoleCommands(program: Command): void {
       await kc.setAccountRates(account, rates, CLI_ACTOR);
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
-      out(`Account ${a.id}: rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
+      out(`Account ${a.id}: rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}.`);
     });
   });
 

@@ -72,6 +72,7 @@ const RequestRateUse = z
   })
   .nullable();
 const TokenRateUse = z.object({ used: z.number().int().describe('tokens booked in the window'), resets_at: isoTime }).nullable();
+const RateUses = z.object({ requests: RequestRateUse, tokens: TokenRateUse }).describe("the current window's use of each rate (null: no such rate)");
 
 export const AccountParams = z.strictObject({ account: AccountId });
 export const KeyParams = z.strictObject({ id: KeyId });
@@ -170,7 +171,7 @@ export const Key = z.object({
   tokens: Tokens,
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
-  rate_use: z.object({ requests: RequestRateUse, tokens: TokenRateUse }).describe("the current window's use of each rate (null: no such rate)"),
+  rate_use: RateUses,
   rolled_to: z.string().nullable().describe('the key this one was rolled to'),
   rolled_from: z.string().nullable().describe('the key this one replaced'),
 });
@@ -214,6 +215,7 @@ export const Account = z.object({
   tokens: Tokens,
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
+  rate_use: RateUses,
   currency: z.string().optional().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
 });
 export const LedgerQuery = z.strictObject({

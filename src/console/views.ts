@@ -91,8 +91,23 @@ export function keyJson(v: KeyView): KeyJson {
   };
 }
 
-export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number }; rate: ApiRequestRate | null; token_rate: ApiTokenRate | null; tokens: TokensJson } {
-  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros }, ...ratesJson(a.rates), tokens: tokensJson(a.tokens) };
+export function accountJson(a: AccountInfo): {
+  id: string;
+  status: AccountInfo['status'];
+  wallet: { enforced: boolean; balance_micros: number };
+  rate: ApiRequestRate | null;
+  token_rate: ApiTokenRate | null;
+  rate_use: RateUseJson;
+  tokens: TokensJson;
+} {
+  return {
+    id: a.id,
+    status: a.status,
+    wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros },
+    ...ratesJson(a.rates),
+    rate_use: rateUseJson(a.rateUse),
+    tokens: tokensJson(a.tokens),
+  };
 }
 
 /** A credit's answer; `credited: false` = the reference was already credited and nothing changed. */
