@@ -4,15 +4,18 @@
  * `retry-after-ms` and without `x-should-retry: false`; allowed answers carry the `x-ratelimit-*`
  * headers and `total_limit` metadata; keys without rates cost no Redis command per request (counted
  * by the server's command statistics); an account rate holds across its keys; a token rate stops a
- * key after usage records with tokens; two sidecars together hold a 100/s limit within its bound;
- * the settings refuse bad values and change nothing.
+ * key after usage records with tokens; a 429 for several used-up rates waits for the latest of them;
+ * a window's use says how much of it is reserved ahead in leases; requests refused by the model
+ * rule, the wallet, the spend limit, expiry or a token block count against no request window; two
+ * sidecars together hold a 100/s limit within its bound; the settings refuse bad values and change
+ * nothing.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { rateArgs } from '../src/cli/console-commands.ts';
 import { KeyConsole } from '../src/console/service.ts';
-import { parseRateText, type Rate } from '../src/schema/rates.ts';
+import { parseRateText, rateKeys, RequestWindowField, type Rate } from '../src/schema/rates.ts';
 import { deniedBody, deniedHeaders, responseHeadersToAdd, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { send } from './helpers/http-client.ts';
 import { chatRequest, outcomeOf, startSharedPair, startTestSidecar, waitFor, type SharedPair, type TestSidecar } from './helpers/sidecars.ts';
@@ -274,6 +277,90 @@ describe("a window's use", () => {
     expect([idle.used, idle.held]).toEqual([3, 0]);
     expect((await kc.listKeyViews(account)).find((x) => x.id === k.id)?.rateUse.requests).toMatchObject({ used: 3, held: 0 });
   });
+});
+
+describe('refused requests count against no request rate', () => {
+  const DAY = 86_400_000;
+  /** The key's and the account's request windows (today's counts; 0 when none). */
+  async function counted(account: string, keyId: string): Promise<[number, number]> {
+    const rk = rateKeys(kc.schema);
+    const day = Math.floor(Date.now() / DAY) * DAY;
+    const one = async (rec: string) => {
+      const [w, c] = await db.hmget(rec, RequestWindowField.start, RequestWindowField.counted);
+      return w !== null && Number(w) === day ? Number(c) : 0;
+    };
+    return [await one(rk.requests(account, keyId)), await one(rk.requests(account))];
+  }
+
+  const CASES: Array<{
+    name: string;
+    code: string;
+    model?: string;
+    key?: (account: string) => Partial<Parameters<KeyConsole['createKey']>[0]>;
+    refuse: (account: string, id: string) => Promise<void>;
+    lift: (account: string, id: string) => Promise<void>;
+  }> = [
+    {
+      name: 'the model rule',
+      code: 'MODEL_NOT_ALLOWED',
+      model: 'gpt-3.5-turbo',
+      key: () => ({ models: ['openai/gpt-4o'] }),
+      refuse: async () => {},
+      lift: async (_, id) => void (await kc.updateKey(id, { models: null })),
+    },
+    {
+      name: 'the wallet (402)',
+      code: 'INSUFFICIENT_BALANCE',
+      refuse: async (account, id) => {
+        await kc.creditAccount(account, 5, `cr-${rid()}`);
+        await kc.recordUsage({ keyId: id, amountMicros: 5, requestId: rid() });
+      },
+      lift: async (account) => void (await kc.creditAccount(account, 1_000_000, `cr-${rid()}`)),
+    },
+    {
+      name: 'the spend limit',
+      code: 'KEY_LIMIT_EXCEEDED',
+      key: () => ({ limit: { amountMicros: 100, period: 'day' } }),
+      refuse: async (_, id) => void (await kc.recordUsage({ keyId: id, amountMicros: 100, requestId: rid() })),
+      lift: async (_, id) => void (await kc.setKeyLimit(id, { amountMicros: 1_000_000, period: 'day' })),
+    },
+    {
+      name: 'expiry',
+      code: 'API_KEY_EXPIRED',
+      key: () => ({ expiresAt: new Date(Date.now() + 1000) }),
+      refuse: () => new Promise((r) => setTimeout(r, 1100)), // no request before it expires
+      lift: async (_, id) => void (await kc.updateKey(id, { expiresAt: new Date(Date.now() + 3_600_000) })),
+    },
+    {
+      name: 'a token-rate block',
+      code: 'RATE_LIMITED',
+      key: () => ({ rates: { requests: rate('50/d'), tokens: rate('100/d', 'tokens') } }),
+      refuse: async (_, id) => void (await kc.recordUsage({ keyId: id, amountMicros: 1, requestId: rid(), inputTokens: 60, outputTokens: 40 })),
+      lift: async (_, id) => void (await kc.updateKey(id, { rates: { tokens: rate('100000/d', 'tokens') } })),
+    },
+  ];
+
+  for (const c of CASES) {
+    it(`refused by ${c.name}: the key's 50/d and the account's 90/d windows stay unchanged; then one allowed request counts 1 in each`, async () => {
+      const DAY_LEFT = DAY - (Date.now() % DAY);
+      if (DAY_LEFT < 30_000) await new Promise((r) => setTimeout(r, DAY_LEFT + 1000));
+      const account = acct();
+      await kc.setAccountRates(account, { requests: rate('90/d') });
+      const k = await kc.createKey({ account, name: 'refused', rates: { requests: rate('50/d') }, ...c.key?.(account) });
+      await c.refuse(account, k.id);
+      const check = () => a.client.check(chatRequest(k.key, c.model));
+      await waitFor(async () => outcomeOf(await check()) === c.code, `refused by ${c.name}`, 5000);
+      for (let i = 0; i < 5; i++) expect(outcomeOf(await check())).toBe(c.code);
+      expect(await counted(account, k.id)).toEqual([0, 0]);
+      await c.lift(account, k.id);
+      await waitFor(async () => {
+        const o = outcomeOf(await check());
+        if (o !== 'allow') expect(o).toBe(c.code);
+        return o === 'allow';
+      }, `allowed once ${c.name} no longer refuses`, 5000);
+      expect(await counted(account, k.id)).toEqual([1, 1]);
+    });
+  }
 });
 
 describe('two sidecars, one limit', () => {
