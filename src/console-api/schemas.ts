@@ -54,12 +54,17 @@ const Limit = z.strictObject({
 const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
-const per = z.enum(RATE_UNITS).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
+const per = z.enum(RATE_UNITS, { error: `the window must be one of ${RATE_UNITS.join(', ')}` }).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
+/** A count per window: one message for every way it can be wrong (not a number, a fraction, out of range). */
+const perWindow = (what: string, max: number) => {
+  const error = `${what} per window must be a whole number from 1 to ${max}`;
+  return z.number({ error }).int({ error }).min(1, { error }).max(max, { error });
+};
 const RequestRate = z
-  .strictObject({ requests: z.number().int().min(1).max(MAX_RATE_REQUESTS).describe(`requests per window, 1-${MAX_RATE_REQUESTS}`), per })
+  .strictObject({ requests: perWindow('requests', MAX_RATE_REQUESTS).describe(`requests per window, 1-${MAX_RATE_REQUESTS}`), per })
   .describe('request rate: every sidecar counts against the same window');
 const TokenRate = z
-  .strictObject({ tokens: z.number().int().min(1).max(MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
+  .strictObject({ tokens: perWindow('tokens', MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
   .describe('token rate: booked tokens (usage records, metered answers) count against it');
 const RequestRateUse = z
   .object({
