@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyConsole } from '../src/console/service.ts';
 import { isWellFormedKey } from '../src/keys/format.ts';
+import { rateKeys } from '../src/schema/rates.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { RateLimiter } from '../src/store/rate-limiter.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 
@@ -133,6 +136,7 @@ describe('happy path', () => {
       tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
       rate: null,
       token_rate: null,
+      rate_use: { requests: null, tokens: null },
     });
     expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
       `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month.\n`,
@@ -161,6 +165,105 @@ describe('happy path', () => {
     expect(r.code).toBe(0);
     for (const o of ['--name', '--models', '--all-models', '--expires', '--no-expiry', '--redis', '--json']) expect(r.stdout).toContain(o);
   }, 60_000);
+});
+
+const DAY = 86_400_000;
+/** Waits past the day's end when it is under 30 s away, so what a test counts stays inside one day window. */
+async function awayFromDayEnd(): Promise<void> {
+  const left = DAY - (Date.now() % DAY);
+  if (left < 30_000) await new Promise((r) => setTimeout(r, left + 1_000));
+}
+
+describe('rates through bin/keygate', () => {
+  it("accounts show: the account's rates with the current window's use (text and --json rate_use)", async () => {
+    await awayFromDayEnd();
+    const a = acct();
+    const kc = new KeyConsole({ redis: db, revealKey: REVEAL });
+    const k = await kc.createKey({ account: a, name: 'r' });
+    ok(await keygate(['accounts', 'limit', a, '--rate', '5/d', '--token-rate', '1000/d']));
+    // Two requests counted in the account's window by the sidecars' limiter, 300 tokens booked.
+    const limiter = new RateLimiter(db);
+    try {
+      const req = { keyWindow: null, keyRate: null, accountWindow: rateKeys(schema()).requests(a), accountRate: { count: 5, per: 'day' as const } };
+      for (let i = 0; i < 2; i++) expect((await limiter.take(req)).kind).toBe('allow');
+    } finally {
+      await limiter.close();
+    }
+    await kc.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'tok-1', inputTokens: 200, outputTokens: 100 });
+    const dayEnd = new Date((Math.floor(Date.now() / DAY) + 1) * DAY).toISOString();
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
+      `Account ${a}: active; no wallet (not metered); rate 5/d (2 used this window); token rate 1000/d (300 used this window); tokens 200 in, 100 out today; 200 in, 100 out this month.\n`,
+    );
+    expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toMatchObject({
+      rate: { requests: 5, per: 'day' },
+      token_rate: { tokens: 1000, per: 'day' },
+      rate_use: { requests: { used: 2, held: 0, resets_at: dayEnd }, tokens: { used: 300, resets_at: dayEnd } },
+    });
+  }, 120_000);
+});
+
+describe('rate settings through bin/keygate', () => {
+  const acctRates = (a: string) => db.hmget(`kg:v1:acct:${a}`, 'rate', 'token_rate');
+  const keyRates = async (id: string) => db.hmget(`kg:v1:key:${(await db.get(`kg:v1:keyid:${id}`))!}`, 'rate', 'token_rate');
+  const mirror = async (rec: string) => {
+    const m = await db.hgetall(rec);
+    return [m.limit ?? null, m.per ?? null];
+  };
+
+  it('accounts limit sets and removes the account rates; keys update --rate/--token-rate/--no-rate/--no-token-rate the key rates', async () => {
+    const a = acct();
+    const k = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'r', '--json'])).stdout);
+    expect(ok(await keygate(['accounts', 'limit', a, '--rate', '100/s', '--token-rate', '1000000/h'])).stdout).toBe(
+      `Account ${a}: rate 100/s (0 used this window); token rate 1000000/h (0 used this window).\n`,
+    );
+    expect(await acctRates(a)).toEqual(['100/s', '1000000/h']);
+    expect(await mirror(`kg:v1:tokrate:{${a}}`)).toEqual(['1000000', 'hour']);
+    expect(JSON.parse(ok(await keygate(['accounts', 'limit', a, '--no-rate', '--json'])).stdout)).toMatchObject({ rate: null, token_rate: { tokens: 1_000_000, per: 'hour' } });
+    expect(await acctRates(a)).toEqual([null, '1000000/h']);
+    expect(ok(await keygate(['accounts', 'limit', a, '--no-token-rate'])).stdout).toBe(`Account ${a}: rate none; token rate none.\n`);
+    expect(await acctRates(a)).toEqual([null, null]);
+    expect(await mirror(`kg:v1:tokrate:{${a}}`)).toEqual([null, null]);
+
+    expect(ok(await keygate(['keys', 'update', k.id, '--rate', '5/s', '--token-rate', '1000/m'])).stdout).toBe(
+      `Updated key ${k.id}: name "r", models all, expires never, limit none, rate 5/s (0 used this window); token rate 1000/m (0 used this window).\n`,
+    );
+    expect(await keyRates(k.id)).toEqual(['5/s', '1000/m']);
+    expect(await mirror(`kg:v1:tokrate:{${a}}:${k.id}`)).toEqual(['1000', 'minute']);
+    expect(JSON.parse(ok(await keygate(['keys', 'update', k.id, '--no-rate', '--json'])).stdout)).toMatchObject({ rate: null, token_rate: { tokens: 1000, per: 'minute' } });
+    expect(await keyRates(k.id)).toEqual([null, '1000/m']);
+    expect(ok(await keygate(['keys', 'show', k.id])).stdout).toContain('rate none; token rate 1000/m (0 used this window)');
+    ok(await keygate(['keys', 'update', k.id, '--no-token-rate']));
+    expect(await keyRates(k.id)).toEqual([null, null]);
+    expect(await mirror(`kg:v1:tokrate:{${a}}:${k.id}`)).toEqual([null, null]);
+  }, 180_000);
+
+  it('a refused rate: exit status 2, one stderr line naming it, nothing on stdout, Redis unchanged', async () => {
+    const a = acct();
+    const kc = new KeyConsole({ redis: db, revealKey: REVEAL });
+    const k = await kc.createKey({ account: a, name: 'r', rates: { requests: { count: 7, per: 'minute' } } });
+    await kc.setAccountRates(a, { tokens: { count: 5000, per: 'hour' } });
+    const before = await snapshot(db);
+    const cases: Array<[string[], RegExp]> = [
+      ...['0/s', '-1/s', '5/week', '2.5/s', '05/s', '1000000001/s', 'abc', ''].map((bad): [string[], RegExp] => [['keys', 'update', k.id, '--rate', bad], /--rate: rate must be/]),
+      [['accounts', 'limit', a, '--rate', '0/m'], /--rate: rate must be/],
+      [['accounts', 'limit', a, '--token-rate', '1000000000001/d'], /--token-rate: .*at most/],
+      [['keys', 'update', k.id, '--token-rate', '10/w'], /--token-rate: token rate must be/],
+      [['keys', 'create', '--account', a, '--name', 'x', '--rate', '5/sec'], /--rate: rate must be/],
+      [['accounts', 'limit', a], /nothing to change/],
+    ];
+    const results: Result[] = [];
+    for (let i = 0; i < cases.length; i += 4) results.push(...(await Promise.all(cases.slice(i, i + 4).map(([args]) => keygate(args)))));
+    cases.forEach(([args, msg], i) => {
+      const r = results[i]!;
+      const name = args.join(' ');
+      expect(r.code, `${name}: exit status`).toBe(2);
+      const lines = r.stderr.split('\n').filter((l) => l !== '');
+      expect(lines, `${name}: stderr ${JSON.stringify(r.stderr)}`).toHaveLength(1);
+      expect(lines[0], name).toMatch(msg);
+      expect(r.stdout, `${name}: stdout`).toBe('');
+    });
+    expect(await snapshot(db)).toEqual(before);
+  }, 300_000);
 });
 
 describe('bad input: one stderr line, non-zero exit, nothing changed', () => {

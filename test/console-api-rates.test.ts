@@ -1,9 +1,11 @@
 /**
- * Who may set which rate over the management API (SPEC 13; issue 24: "owners set their keys' rates
- * within their account's, operators set accounts'"), against a real console and redis-server: an
- * owner's token cannot set its account's rates, nor a key rate or token rate above the account's,
- * on create or on update; each refusal changes nothing (a byte snapshot of the store). Within the
- * account's rates the owner is served; an operator sets any key rate.
+ * Who may set which rate over the management API (owners set their keys' rates within their
+ * account's, operators set accounts'), against a real console and redis-server: an owner's token
+ * cannot set its account's rates, nor a key rate or token rate above the account's, on create or on
+ * update; each refusal changes nothing (a byte snapshot of the store). Within the account's rates the
+ * owner is served; an operator sets any key rate. Malformed rate bodies (0, negative, a fraction, a
+ * string, unit week, an unknown field, too large) get a 400 naming the field and what it must be, on
+ * every route that takes rates, and change nothing.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -72,4 +74,45 @@ describe("an owner's token and rates", () => {
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     expect(made.body.rate).toEqual({ requests: 50, per: 'second' });
   });
+});
+
+describe('malformed rate bodies: 400 naming the field and what it must be, nothing changed', () => {
+  const REQUESTS = /^body\.rate\.requests: requests per window must be a whole number from 1 to 1000000000$/;
+  const TOKENS = /^body\.token_rate\.tokens: tokens per window must be a whole number from 1 to 1000000000000$/;
+  const PER = (f: string) => new RegExp(`^body\\.${f}\\.per: the window must be one of second, minute, hour, day$`);
+  const BAD: Array<[string, Record<string, unknown>, RegExp]> = [
+    ['0 requests', { rate: { requests: 0, per: 'second' } }, REQUESTS],
+    ['negative requests', { rate: { requests: -5, per: 'minute' } }, REQUESTS],
+    ['a fraction', { rate: { requests: 2.5, per: 'hour' } }, REQUESTS],
+    ['a string count', { rate: { requests: '5', per: 'second' } }, REQUESTS],
+    ['too many requests', { rate: { requests: 1_000_000_001, per: 'second' } }, REQUESTS],
+    ['unit week', { rate: { requests: 5, per: 'week' } }, PER('rate')],
+    ['no unit', { rate: { requests: 5 } }, PER('rate')],
+    ['an unknown field in the rate', { rate: { requests: 5, per: 'second', burst: 10 } }, /^body\.rate: unknown field "burst"$/],
+    ['an unknown field beside the rate', { rate: { requests: 5, per: 'second' }, rates: 1 }, /^body: unknown field "rates"$/],
+    ['0 tokens', { token_rate: { tokens: 0, per: 'day' } }, TOKENS],
+    ['too many tokens', { token_rate: { tokens: 1_000_000_000_001, per: 'day' } }, TOKENS],
+    ['token unit week', { token_rate: { tokens: 5, per: 'week' } }, PER('token_rate')],
+  ];
+  let keyId: string;
+  beforeAll(async () => {
+    const made = await callApi(base, 'POST', `/v1/accounts/${MINE}/keys`, { token: admin, body: { name: 'shape', rate: { requests: 3, per: 'second' } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    keyId = made.body.id;
+  });
+
+  for (const [route, method, path, extra] of [
+    ['PATCH an account', 'PATCH', () => `/v1/accounts/${MINE}`, {}],
+    ['POST a key', 'POST', () => `/v1/accounts/${MINE}/keys`, { name: 'bad' }],
+    ['PATCH a key', 'PATCH', () => `/v1/keys/${keyId}`, {}],
+  ] as const) {
+    it(`${route}: ${BAD.map(([n]) => n).join(', ')}`, async () => {
+      for (const [name, body, msg] of BAD) {
+        const r = await refusedUnchanged(() => callApi(base, method, path(), { token: admin, body: { ...extra, ...body } }), 400, 'INVALID_INPUT');
+        expect(r.body.error.message, name).toMatch(msg);
+      }
+      expect((await srv.console.getKey(keyId)).rates).toMatchObject({ requests: { count: 3, per: 'second' } });
+      expect((await srv.console.accountInfo(MINE)).rates).toMatchObject({ requests: { count: 10, per: 'second' }, tokens: { count: 1000, per: 'minute' } });
+    });
+  }
 });

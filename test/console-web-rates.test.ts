@@ -182,7 +182,7 @@ describe('rates set through the API keys page', () => {
     await dialog.getByRole('button', { name: 'Save' }).click();
     await dialog.waitFor({ state: 'detached' });
     expect(writesSince(before)).toEqual([`PATCH /v1/keys/${id}`]);
-    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour \(\d+ used this window\)\s+250,000 tokens per day \(0 used this window\)$/);
+    await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^7 requests per hour \(0 used this window\)\s+250,000 tokens per day \(0 used this window\)$/);
     // Shown back in the form as typed.
     await row(page, 'rated').getByRole('button', { name: 'Edit' }).click();
     expect(await dialog.getByLabel('Rate', { exact: true }).inputValue()).toBe('7/h');
@@ -249,6 +249,33 @@ describe('rates set through the API keys page', () => {
     await poll(() => row(page, 'rated').locator('td[data-slot="rates"]').innerText()).toMatch(/^No request rate\s+250,000 tokens per day \(0 used this window\)$/);
     expect(await stack!.db.hmget(S.keyRecord(keyDigest(key)), RateField.rate, RateField.tokenRate)).toEqual([null, '250000/d']);
     expect(outcomeOf(await stack!.client.check(chatRequest(key)))).toBe('allow');
+  });
+
+  it('a 1000/h key: while a sidecar holds a lease the page says how much of the use is reserved ahead; idle, exactly the requests allowed', async () => {
+    const page = browser!.page;
+    await awayFromHourEnd();
+    const k = await konsole!.server.console.createKey({ account: ACCOUNT, name: 'busy', rates: { requests: { count: 1000, per: 'hour' } } });
+    let allowed = 0;
+    let stop = false;
+    // Requests every 50 ms keep the sidecar's lease in use (an idle one goes back after 250 ms).
+    const traffic = (async () => {
+      while (!stop) {
+        if (outcomeOf(await stack!.client.check(chatRequest(k.key))) === 'allow') allowed++;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    const cell = async () => {
+      await page.reload();
+      return row(page, 'busy').locator('td[data-slot="rates"]').innerText();
+    };
+    try {
+      await poll(cell).toMatch(/^1,000 requests per hour \(\d+ used this window, up to 25 of them reserved ahead by sidecars\)\s+No token rate$/);
+    } finally {
+      stop = true;
+      await traffic;
+    }
+    expect(allowed).toBeGreaterThan(0);
+    await poll(cell).toBe(`1,000 requests per hour (${allowed} used this window)\nNo token rate`);
   });
 
   it("an account whose request rate is used up: every one of its keys shows Rate-limited (its requests are refused), and the filter lists them", async () => {

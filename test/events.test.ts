@@ -329,7 +329,7 @@ describe('management routes', () => {
     expect(res.status).toBe(200);
     const hourEnd = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000).toISOString();
     expect(res.body.limit).toBeNull();
-    expect(res.body.rate).toEqual({ requests: 5, per: 'minute', used: 0, remaining: 5, resets_at: expect.stringMatching(/:00\.000Z$/) });
+    expect(res.body.rate).toEqual({ requests: 5, per: 'minute', used: 0, held: 0, remaining: 5, resets_at: expect.stringMatching(/:00\.000Z$/) });
     expect(res.body.token_rate).toEqual({ tokens: 1000, per: 'hour', used: 400, remaining: 600, resets_at: hourEnd });
     await mc().recordUsage({ keyId: rated.id, amountMicros: 1, requestId: 't2', inputTokens: 900, outputTokens: 0 });
     const over = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': rated.key } });

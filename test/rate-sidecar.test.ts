@@ -4,15 +4,18 @@
  * `retry-after-ms` and without `x-should-retry: false`; allowed answers carry the `x-ratelimit-*`
  * headers and `total_limit` metadata; keys without rates cost no Redis command per request (counted
  * by the server's command statistics); an account rate holds across its keys; a token rate stops a
- * key after usage records with tokens; two sidecars together hold a 100/s limit within its bound;
- * the settings refuse bad values and change nothing.
+ * key after usage records with tokens; a 429 for several used-up rates waits for the latest of them;
+ * a window's use says how much of it is reserved ahead in leases; requests refused by the model
+ * rule, the wallet, the spend limit, expiry or a token block count against no request window; two
+ * sidecars together hold a 100/s limit within its bound; the settings refuse bad values and change
+ * nothing.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { rateArgs } from '../src/cli/console-commands.ts';
 import { KeyConsole } from '../src/console/service.ts';
-import { parseRateText, type Rate } from '../src/schema/rates.ts';
+import { parseRateText, rateKeys, RequestWindowField, type Rate } from '../src/schema/rates.ts';
 import { deniedBody, deniedHeaders, responseHeadersToAdd, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { send } from './helpers/http-client.ts';
 import { chatRequest, outcomeOf, startSharedPair, startTestSidecar, waitFor, type SharedPair, type TestSidecar } from './helpers/sidecars.ts';
@@ -202,6 +205,162 @@ describe('account rates and token rates', () => {
     await kc.updateKey(k.id, { rates: { tokens: rate('5000/h', 'tokens') } });
     await waitFor(async () => outcomeOf(await a.client.check(chatRequest(k.key))) === 'allow', 'the block lifted', 5000);
   });
+});
+
+describe('several used-up rates', () => {
+  const DAY = 86_400_000;
+  /** A 429's wait agrees with the end of the current UTC day (the latest window that refuses), and names `name`. */
+  const waitsForDayEnd = (res: CheckResponseMsg, name: string) => {
+    const now = Date.now();
+    const toDayEnd = (Math.floor(now / DAY) + 1) * DAY - now;
+    expect(outcomeOf(res)).toBe('RATE_LIMITED');
+    expect(JSON.stringify(deniedBody(res))).toContain(name);
+    const h = deniedHeaders(res);
+    const ms = Number(h['retry-after-ms']);
+    expect(ms).toBeGreaterThan(toDayEnd - 3000);
+    expect(ms).toBeLessThanOrEqual(toDayEnd + 1000);
+    expect(Number(h['retry-after'])).toBe(Math.ceil(ms / 1000));
+    expect(JSON.stringify(deniedBody(res))).toContain(`Retry after ${h['retry-after']} s`);
+  };
+
+  it('key 2/s and account 3/d both used up: retry-after waits for the day to end (the sidecar that saw it, and one that asks Redis)', async () => {
+    for (let attempt = 0; ; attempt++) {
+      const account = acct();
+      const other = await kc.createKey({ account, name: 'other' });
+      const k = await kc.createKey({ account, name: 'k', rates: { requests: rate('2/s') } });
+      await kc.setAccountRates(account, { requests: rate('3/d') });
+      expect(outcomeOf(await a.client.check(chatRequest(other.key)))).toBe('allow'); // the account: 1 of 3
+      const sec = await nextSecond();
+      const out = [];
+      for (let i = 0; i < 3; i++) out.push(await a.client.check(chatRequest(k.key)));
+      out.push(await b.client.check(chatRequest(k.key)));
+      if (Math.floor(Date.now() / 1000) !== sec) {
+        if (attempt < 3) continue;
+        throw new Error('could not send 4 requests within one second');
+      }
+      expect(out.slice(0, 2).map(outcomeOf)).toEqual(['allow', 'allow']); // the key: 2 of 2, the account: 3 of 3
+      waitsForDayEnd(out[2]!, 'key request rate 2/s'); // a knew both windows were used up
+      waitsForDayEnd(out[3]!, 'key request rate 2/s'); // b learnt it from its TAKE
+      return;
+    }
+  });
+
+  it('a key token block (per minute) and its account request rate 3/d used up: retry-after waits for the day to end', async () => {
+    const account = acct();
+    const other = await kc.createKey({ account, name: 'other' });
+    const k = await kc.createKey({ account, name: 't', rates: { tokens: rate('1000/m', 'tokens') } });
+    await kc.setAccountRates(account, { requests: rate('3/d') });
+    for (let i = 0; i < 3; i++) expect(outcomeOf(await a.client.check(chatRequest(other.key)))).toBe('allow');
+    expect(JSON.stringify(deniedBody(await a.client.check(chatRequest(k.key))))).toContain('account request rate 3/d');
+    await kc.recordUsage({ keyId: k.id, amountMicros: 1, requestId: rid(), inputTokens: 600, outputTokens: 400 });
+    let last!: CheckResponseMsg;
+    await waitFor(async () => {
+      last = await a.client.check(chatRequest(k.key));
+      return JSON.stringify(deniedBody(last)).includes('key token rate 1000/m');
+    }, 'the token block at the sidecar', 5000);
+    waitsForDayEnd(last, 'key token rate 1000/m');
+  });
+});
+
+describe("a window's use", () => {
+  it('a 1000/h key after 3 requests: used counts the units reserved ahead, held says how many; exactly 3 once the lease is given back', async () => {
+    const account = acct();
+    const k = await kc.createKey({ account, name: 'use', rates: { requests: rate('1000/h') } });
+    for (let i = 0; i < 3; i++) expect(outcomeOf(await a.client.check(chatRequest(k.key)))).toBe('allow');
+    // The first request was counted with a lease of 25 units (half the pool of 50), which paid for
+    // requests 2 and 3: the window counts 26, 25 of them held by the sidecar (unless already given back).
+    const busy = (await kc.getKeyView(k.id)).rateUse.requests!;
+    expect([busy.used, busy.held]).toEqual(busy.held === 0 ? [3, 0] : [26, 25]);
+    // Idle for 250 ms, the lease goes back (its 23 unused units with it): what was really used remains.
+    await waitFor(async () => (await kc.getKeyView(k.id)).rateUse.requests!.held === 0, 'the idle lease given back', 5000);
+    const idle = (await kc.getKeyView(k.id)).rateUse.requests!;
+    expect([idle.used, idle.held]).toEqual([3, 0]);
+    expect((await kc.listKeyViews(account)).find((x) => x.id === k.id)?.rateUse.requests).toMatchObject({ used: 3, held: 0 });
+  });
+});
+
+describe('refused requests count against no request rate', () => {
+  const DAY = 86_400_000;
+  /** The key's and the account's request windows (today's counts; 0 when none). */
+  async function counted(account: string, keyId: string): Promise<[number, number]> {
+    const rk = rateKeys(kc.schema);
+    const day = Math.floor(Date.now() / DAY) * DAY;
+    const one = async (rec: string) => {
+      const [w, c] = await db.hmget(rec, RequestWindowField.start, RequestWindowField.counted);
+      return w !== null && Number(w) === day ? Number(c) : 0;
+    };
+    return [await one(rk.requests(account, keyId)), await one(rk.requests(account))];
+  }
+
+  const CASES: Array<{
+    name: string;
+    code: string;
+    model?: string;
+    key?: (account: string) => Partial<Parameters<KeyConsole['createKey']>[0]>;
+    refuse: (account: string, id: string) => Promise<void>;
+    lift: (account: string, id: string) => Promise<void>;
+  }> = [
+    {
+      name: 'the model rule',
+      code: 'MODEL_NOT_ALLOWED',
+      model: 'gpt-3.5-turbo',
+      key: () => ({ models: ['openai/gpt-4o'] }),
+      refuse: async () => {},
+      lift: async (_, id) => void (await kc.updateKey(id, { models: null })),
+    },
+    {
+      name: 'the wallet (402)',
+      code: 'INSUFFICIENT_BALANCE',
+      refuse: async (account, id) => {
+        await kc.creditAccount(account, 5, `cr-${rid()}`);
+        await kc.recordUsage({ keyId: id, amountMicros: 5, requestId: rid() });
+      },
+      lift: async (account) => void (await kc.creditAccount(account, 1_000_000, `cr-${rid()}`)),
+    },
+    {
+      name: 'the spend limit',
+      code: 'KEY_LIMIT_EXCEEDED',
+      key: () => ({ limit: { amountMicros: 100, period: 'day' } }),
+      refuse: async (_, id) => void (await kc.recordUsage({ keyId: id, amountMicros: 100, requestId: rid() })),
+      lift: async (_, id) => void (await kc.setKeyLimit(id, { amountMicros: 1_000_000, period: 'day' })),
+    },
+    {
+      name: 'expiry',
+      code: 'API_KEY_EXPIRED',
+      key: () => ({ expiresAt: new Date(Date.now() + 1000) }),
+      refuse: () => new Promise((r) => setTimeout(r, 1100)), // no request before it expires
+      lift: async (_, id) => void (await kc.updateKey(id, { expiresAt: new Date(Date.now() + 3_600_000) })),
+    },
+    {
+      name: 'a token-rate block',
+      code: 'RATE_LIMITED',
+      key: () => ({ rates: { requests: rate('50/d'), tokens: rate('100/d', 'tokens') } }),
+      refuse: async (_, id) => void (await kc.recordUsage({ keyId: id, amountMicros: 1, requestId: rid(), inputTokens: 60, outputTokens: 40 })),
+      lift: async (_, id) => void (await kc.updateKey(id, { rates: { tokens: rate('100000/d', 'tokens') } })),
+    },
+  ];
+
+  for (const c of CASES) {
+    it(`refused by ${c.name}: the key's 50/d and the account's 90/d windows stay unchanged; then one allowed request counts 1 in each`, async () => {
+      const DAY_LEFT = DAY - (Date.now() % DAY);
+      if (DAY_LEFT < 30_000) await new Promise((r) => setTimeout(r, DAY_LEFT + 1000));
+      const account = acct();
+      await kc.setAccountRates(account, { requests: rate('90/d') });
+      const k = await kc.createKey({ account, name: 'refused', rates: { requests: rate('50/d') }, ...c.key?.(account) });
+      await c.refuse(account, k.id);
+      const check = () => a.client.check(chatRequest(k.key, c.model));
+      await waitFor(async () => outcomeOf(await check()) === c.code, `refused by ${c.name}`, 5000);
+      for (let i = 0; i < 5; i++) expect(outcomeOf(await check())).toBe(c.code);
+      expect(await counted(account, k.id)).toEqual([0, 0]);
+      await c.lift(account, k.id);
+      await waitFor(async () => {
+        const o = outcomeOf(await check());
+        if (o !== 'allow') expect(o).toBe(c.code);
+        return o === 'allow';
+      }, `allowed once ${c.name} no longer refuses`, 5000);
+      expect(await counted(account, k.id)).toEqual([1, 1]);
+    });
+  }
 });
 
 describe('two sidecars, one limit', () => {

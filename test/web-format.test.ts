@@ -146,6 +146,8 @@ describe('a rate in words (the Rates column)', () => {
   it("the window's use after it, only when the API gave one", () => {
     expect(useWords({ used: 0 })).toBe(' (0 used this window)');
     expect(useWords({ used: 12345 })).toBe(` (${(12345).toLocaleString()} used this window)`);
+    expect(useWords({ used: 26, held: 0 })).toBe(' (26 used this window)');
+    expect(useWords({ used: 26, held: 25 })).toBe(' (26 used this window, up to 25 of them reserved ahead by sidecars)');
     expect(useWords(null)).toBe('');
     expect(useWords(undefined)).toBe('');
   });

@@ -23,7 +23,7 @@ import { accountJson, creditJson, keyJson, keyRecordJson, usageEntryJson, usageJ
 import { formatAmount, LIMIT_PERIODS, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 import { formatRate, parseRateText, type Rate } from '../schema/rates.ts';
-import type { RatesPatch } from '../console/rates.ts';
+import type { RatesPatch, RateUse } from '../console/rates.ts';
 import { parseThresholdList, setAlertThresholds } from '../events/publish.ts';
 
 export interface Common {
@@ -89,10 +89,15 @@ export function rateArgs(o: { rate?: string | boolean; tokenRate?: string | bool
   return { ...(requests !== undefined && { requests }), ...(tokens !== undefined && { tokens }) };
 }
 
-/** `5/s (3 used, resets 12:00:01Z)` or `none`. */
-function rateText(r: Rate | null, use: { used: number; resetsAt: string } | null): string {
+/**
+ * `5/s (3 used this window)`, `1000/h (26 used this window, up to 25 of them reserved ahead by
+ * sidecars)` or `none`.
+ */
+function rateText(r: Rate | null, use: RateUse | null): string {
   if (r === null) return 'none';
-  return use === null ? formatRate(r) : `${formatRate(r)} (${use.used} used this window)`;
+  if (use === null) return formatRate(r);
+  const held = use.held ? `, up to ${use.held} of them reserved ahead by sidecars` : '';
+  return `${formatRate(r)} (${use.used} used this window${held})`;
 }
 const ratesText = (v: KeyView) => `rate ${rateText(v.rates.requests, v.rateUse.requests)}; token rate ${rateText(v.rates.tokens, v.rateUse.tokens)}`;
 
@@ -284,7 +289,7 @@ export function registerConsoleCommands(program: Command): void {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
       const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
     });
   });
 
@@ -304,7 +309,7 @@ export function registerConsoleCommands(program: Command): void {
       await kc.setAccountRates(account, rates, CLI_ACTOR);
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
-      out(`Account ${a.id}: rate ${rateText(a.rates.requests, null)}; token rate ${rateText(a.rates.tokens, null)}.`);
+      out(`Account ${a.id}: rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}.`);
     });
   });
 

@@ -54,14 +54,30 @@ const Limit = z.strictObject({
 const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
 const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
-const per = z.enum(RATE_UNITS).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
+const per = z.enum(RATE_UNITS, { error: `the window must be one of ${RATE_UNITS.join(', ')}` }).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
+/** A count per window: one message for every way it can be wrong (not a number, a fraction, out of range). */
+const perWindow = (what: string, max: number) => {
+  const error = `${what} per window must be a whole number from 1 to ${max}`;
+  return z.number({ error }).int({ error }).min(1, { error }).max(max, { error });
+};
 const RequestRate = z
-  .strictObject({ requests: z.number().int().min(1).max(MAX_RATE_REQUESTS).describe(`requests per window, 1-${MAX_RATE_REQUESTS}`), per })
+  .strictObject({ requests: perWindow('requests', MAX_RATE_REQUESTS).describe(`requests per window, 1-${MAX_RATE_REQUESTS}`), per })
   .describe('request rate: every sidecar counts against the same window');
 const TokenRate = z
-  .strictObject({ tokens: z.number().int().min(1).max(MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
+  .strictObject({ tokens: perWindow('tokens', MAX_RATE_TOKENS).describe(`input plus output tokens per window, 1-${MAX_RATE_TOKENS}`), per })
   .describe('token rate: booked tokens (usage records, metered answers) count against it');
-const RateUse = z.object({ used: z.number().int(), resets_at: isoTime }).nullable();
+const RequestRateUse = z
+  .object({
+    used: z.number().int().describe('requests counted in the window: allowed, plus units sidecars reserved ahead in leases'),
+    held: z
+      .number()
+      .int()
+      .describe('units of `used` in leases sidecars still hold (at most 5% of the rate); the requests really allowed are between used - held and used, exactly used when held is 0'),
+    resets_at: isoTime,
+  })
+  .nullable();
+const TokenRateUse = z.object({ used: z.number().int().describe('tokens booked in the window'), resets_at: isoTime }).nullable();
+const RateUses = z.object({ requests: RequestRateUse, tokens: TokenRateUse }).describe("the current window's use of each rate (null: no such rate)");
 
 export const AccountParams = z.strictObject({ account: AccountId });
 export const KeyParams = z.strictObject({ id: KeyId });
@@ -160,7 +176,7 @@ export const Key = z.object({
   tokens: Tokens,
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
-  rate_use: z.object({ requests: RateUse, tokens: RateUse }).describe("the current window's use of each rate (null: no such rate)"),
+  rate_use: RateUses,
   rolled_to: z.string().nullable().describe('the key this one was rolled to'),
   rolled_from: z.string().nullable().describe('the key this one replaced'),
 });
@@ -204,6 +220,7 @@ export const Account = z.object({
   tokens: Tokens,
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
+  rate_use: RateUses,
   currency: z.string().optional().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
 });
 export const LedgerQuery = z.strictObject({

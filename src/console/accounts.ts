@@ -10,7 +10,7 @@ import type { Rates } from '../schema/rates.ts';
 import { ConsoleError } from './errors.ts';
 import type { ConsoleContext } from './context.ts';
 import { appendAudit, audit, auditWrite, type Actor } from './management.ts';
-import { rateChanges, validateRatesPatch, type RatesPatch } from './rates.ts';
+import { rateChanges, validateRatesPatch, type RatesPatch, type RatesUse } from './rates.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId } from './validate.ts';
 import type { AccountWallet, CreditResult } from './wallet.ts';
@@ -23,6 +23,8 @@ export interface AccountInfo {
   /** Booked tokens today and this month (UTC), over the account's keys. */
   readonly tokens: TokenTotals;
   readonly rates: Rates;
+  /** The current window's use of the account's rates (null: no such rate). */
+  readonly rateUse: RatesUse;
 }
 
 export interface AccountResult {
@@ -61,10 +63,11 @@ export async function accountStatus(ctx: ConsoleContext, account: string): Promi
   throw new ConsoleError('CORRUPT', `account ${account}: status is neither active nor disabled`);
 }
 
-/** `{id, status, wallet: {enforced, balance_micros}, tokens, rates}`. */
+/** `{id, status, wallet: {enforced, balance_micros}, tokens, rates, rateUse}`. */
 export async function accountInfo(ctx: ConsoleContext, account: string): Promise<AccountInfo> {
   const [status, wallet, rates, tokens] = await Promise.all([accountStatus(ctx, account), ctx.money.wallet(account), ctx.rates.accountRates(account), ctx.money.accountTokens(account)]);
-  return { id: account, status, wallet, rates, tokens };
+  const rateUse = await ctx.rates.use(account, null, rates);
+  return { id: account, status, wallet, rates, tokens, rateUse };
 }
 
 /** Sets or (null) removes the account's rates; refused (nothing changed) when a value is bad. Audited as `update`. */

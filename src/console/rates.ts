@@ -77,9 +77,17 @@ export function rateChanges(p: RatesPatch): Record<string, string | null> {
   return c;
 }
 
-/** The current window's use of one rate. */
+/**
+ * The current window's use of one rate. For a request rate `used` is what the window has counted:
+ * requests allowed plus units sidecars reserved ahead in leases (docs/rate-limits.md), `held` how
+ * many of them are in leases not yet given back — some of those may be unused, so the requests
+ * really allowed lie between `used − held` and `used` (exact when `held` is 0: an idle lease goes
+ * back after 250 ms, its unused units with it). A token rate has no leases: `used` is exact.
+ */
 export interface RateUse {
   readonly used: number;
+  /** Request rates only: units of `used` in leases still held by sidecars (at most 5% of the rate). */
+  readonly held?: number;
   /** ISO instant the window ends. */
   readonly resetsAt: string;
 }
@@ -129,14 +137,22 @@ export class RateSettings {
   async use(account: string, keyId: string | null, rates: Rates, nowMs = Date.now()): Promise<RatesUse> {
     if (rates === NO_RATES) return { requests: null, tokens: null };
     const [req, tok] = await Promise.all([
-      rates.requests ? this.#redis.hmget(this.#keys.requests(account, keyId ?? undefined), RequestWindowField.start, RequestWindowField.counted) : null,
+      rates.requests
+        ? this.#redis.hmget(this.#keys.requests(account, keyId ?? undefined), RequestWindowField.start, RequestWindowField.counted, RequestWindowField.held)
+        : null,
       rates.tokens ? this.#redis.hmget(this.#keys.tokens(account, keyId ?? undefined), TokenWindowField.start, TokenWindowField.used) : null,
     ]);
     const one = (r: Rate | null, v: (string | null)[] | null): RateUse | null => {
       if (r === null || v === null) return null;
       const w = windowOf(r.per, nowMs);
-      const used = v[0] !== null && Number(v[0]) === w.start ? Number(v[1] ?? 0) : 0;
-      return { used: Number.isSafeInteger(used) ? used : 0, resetsAt: new Date(w.end).toISOString() };
+      const current = v[0] !== null && Number(v[0]) === w.start;
+      const num = (x: string | null | undefined) => {
+        const n = current ? Number(x ?? 0) : 0;
+        return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+      };
+      const used = num(v[1]);
+      const resetsAt = new Date(w.end).toISOString();
+      return v.length === 3 ? { used, held: Math.min(used, num(v[2])), resetsAt } : { used, resetsAt };
     };
     return { requests: one(rates.requests, req), tokens: one(rates.tokens, tok) };
   }

@@ -36,9 +36,9 @@ export type KeyJson = KeyRecordJson & {
   rate_use: RateUseJson;
 };
 
-/** The current window's use of a key's rates (null: no such rate). */
+/** The current window's use of a key's rates (null: no such rate); `held`: units of `used` in leases sidecars still hold. */
 export type RateUseJson = {
-  requests: { used: number; resets_at: string } | null;
+  requests: { used: number; held: number; resets_at: string } | null;
   tokens: { used: number; resets_at: string } | null;
 };
 
@@ -48,8 +48,12 @@ export function ratesJson(r: Rates): { rate: ApiRequestRate | null; token_rate: 
 }
 
 export function rateUseJson(u: RatesUse): RateUseJson {
-  const one = (x: RatesUse['requests']) => (x === null ? null : { used: x.used, resets_at: x.resetsAt });
-  return { requests: one(u.requests), tokens: one(u.tokens) };
+  const r = u.requests;
+  const t = u.tokens;
+  return {
+    requests: r === null ? null : { used: r.used, held: r.held ?? 0, resets_at: r.resetsAt },
+    tokens: t === null ? null : { used: t.used, resets_at: t.resetsAt },
+  };
 }
 
 /** Booked tokens today and this month (UTC). */
@@ -87,8 +91,23 @@ export function keyJson(v: KeyView): KeyJson {
   };
 }
 
-export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number }; rate: ApiRequestRate | null; token_rate: ApiTokenRate | null; tokens: TokensJson } {
-  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros }, ...ratesJson(a.rates), tokens: tokensJson(a.tokens) };
+export function accountJson(a: AccountInfo): {
+  id: string;
+  status: AccountInfo['status'];
+  wallet: { enforced: boolean; balance_micros: number };
+  rate: ApiRequestRate | null;
+  token_rate: ApiTokenRate | null;
+  rate_use: RateUseJson;
+  tokens: TokensJson;
+} {
+  return {
+    id: a.id,
+    status: a.status,
+    wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros },
+    ...ratesJson(a.rates),
+    rate_use: rateUseJson(a.rateUse),
+    tokens: tokensJson(a.tokens),
+  };
 }
 
 /** A credit's answer; `credited: false` = the reference was already credited and nothing changed. */

@@ -52,19 +52,25 @@ export interface RateRefusal {
   readonly retryAt: number;
 }
 
-/** The first refusal in REFUSAL_ORDER among those given (null when none). */
+/**
+ * The refusal to answer when the given rates are used up (null when none): named after the first in
+ * REFUSAL_ORDER, waiting until the latest `retryAt` among them — the first instant every one of them
+ * admits the request again (a key's 2/s and its account's 3/h both used up wait for the hour).
+ */
 export function firstRefusal(refusals: readonly (RateRefusal | null | undefined)[]): RateRefusal | null {
   let best: RateRefusal | null = null;
   let bestRank = Infinity;
+  let latest = -Infinity;
   for (const r of refusals) {
     if (!r) continue;
+    if (r.retryAt > latest) latest = r.retryAt;
     const rank = REFUSAL_ORDER.findIndex(([s, k]) => s === r.scope && k === r.kind);
     if (rank < bestRank) {
       best = r;
       bestRank = rank;
     }
   }
-  return best;
+  return best === null || best.retryAt === latest ? best : { ...best, retryAt: latest };
 }
 
 /**

@@ -58,9 +58,11 @@ const KeySelf = z.object({
   models: z.array(z.string()).nullable(),
   limit: z.object({ amount_micros: z.number(), period: z.string(), remaining_micros: z.number() }).nullable(),
   rate: z
-    .object({ requests: z.number(), per: z.string(), used: z.number(), remaining: z.number(), resets_at: z.string() })
+    .object({ requests: z.number(), per: z.string(), used: z.number(), held: z.number(), remaining: z.number(), resets_at: z.string() })
     .nullable()
-    .describe("the key's request rate and its current window: requests counted so far, left, and when the window ends (null: no request rate)"),
+    .describe(
+      "the key's request rate and its current window: requests counted so far (allowed, plus units sidecars reserved ahead), how many of those sidecars still hold in leases (the requests really allowed are between used - held and used), left, and when the window ends (null: no request rate)",
+    ),
   token_rate: z
     .object({ tokens: z.number(), per: z.string(), used: z.number(), remaining: z.number(), resets_at: z.string() })
     .nullable()
@@ -196,7 +198,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
         expires_at: iso(v.expiresAt),
         models: v.models === null ? null : [...v.models],
         limit: lim === null ? null : { amount_micros: lim.amountMicros, period: lim.period, remaining_micros: Math.max(0, lim.amountMicros - v.usage.spend.periodMicros) },
-        rate: rq === null ? null : { requests: rq.count, per: rq.per, ...rateWindow(rq, v.rateUse.requests) },
+        rate: rq === null ? null : { requests: rq.count, per: rq.per, ...rateWindow(rq, v.rateUse.requests), held: v.rateUse.requests?.held ?? 0 },
         token_rate: tk === null ? null : { tokens: tk.count, per: tk.per, ...rateWindow(tk, v.rateUse.tokens) },
       };
     },

@@ -230,10 +230,12 @@ export class RateLimiter {
     }
   }
 
+  /** Named after the key when its window refuses, else the account's; waits until the later of the refusing windows ends. */
   #knownRefusal(ks: Scope | null, as: Scope | null, now: number): TakeResult | null {
-    if (ks && now < ks.exhaustedUntil && !covers(ks, now)) return { kind: 'refuse', scope: 'key', retryAt: ks.exhaustedUntil };
-    if (as && now < as.exhaustedUntil && !covers(as, now)) return { kind: 'refuse', scope: 'account', retryAt: as.exhaustedUntil };
-    return null;
+    const k = ks !== null && now < ks.exhaustedUntil && !covers(ks, now) ? ks.exhaustedUntil : 0;
+    const a = as !== null && now < as.exhaustedUntil && !covers(as, now) ? as.exhaustedUntil : 0;
+    if (k === 0 && a === 0) return null;
+    return { kind: 'refuse', scope: k !== 0 ? 'key' : 'account', retryAt: Math.max(k, a) };
   }
 
   #allowFromLeases(ks: Scope | null, as: Scope | null, now: number): TakeResult {
@@ -358,10 +360,13 @@ export class RateLimiter {
   #refusalAfter(b: Batch, now: number): TakeResult {
     const r = this.#knownRefusal(b.key, b.account, now);
     if (r) return r;
-    // Refused by a window this sidecar does not see as used up (counted < limit can happen only for a
-    // batch larger than what remained): the earliest reset of the two.
-    const s = b.key ?? b.account!;
-    return { kind: 'refuse', scope: b.key ? 'key' : 'account', retryAt: Math.max(now + 1, s.resetAt) };
+    // Refused by a window this sidecar does not see as used up (a lease another batch got meanwhile,
+    // or a batch larger than what remained): named after and waiting for the windows the server
+    // reported full, the later of them; with neither, the key's (else the account's) reset.
+    const full = [b.key, b.account].filter((s): s is Scope => s !== null && s.counted >= s.limit);
+    const s = full[0] ?? b.key ?? b.account!;
+    const resetAt = full.length > 0 ? Math.max(...full.map((f) => f.resetAt)) : s.resetAt;
+    return { kind: 'refuse', scope: s === b.key ? 'key' : 'account', retryAt: Math.max(now + 1, resetAt) };
   }
 
   /** Gives back leases unused for `idleMs` (their unused units return to the window for the others). */

@@ -180,6 +180,13 @@ describe('which rate refuses', () => {
     expect(firstRefusal([])).toBeNull();
   });
 
+  it('named after the first, waiting for the latest of them to admit the request again', () => {
+    const later: RateRefusal = { ...r('account', 'requests', '3/h'), retryAt: end + 3_600_000 };
+    const got = firstRefusal([later, r('key', 'requests', '2/s'), r('key', 'tokens')])!;
+    expect([got.scope, got.kind, got.retryAt]).toEqual(['key', 'requests', end + 3_600_000]);
+    expect(got.rate).toEqual(rate('2/s'));
+  });
+
   it('a token block refuses until its instant, then lifts by itself', () => {
     const keyId = 'key_0123456789abcdef';
     const blocks = parseTokenBlocks({ [`tokrate:${keyId}`]: String(end), tokrate: String(end + MIN), wallet: 'open', 'limit:x': 'never' });

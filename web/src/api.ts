@@ -37,7 +37,7 @@ export interface Key {
   rate?: { requests: number; per: string } | null;
   token_rate?: { tokens: number; per: string } | null;
   /** The current window's use of each rate (null: no such rate). */
-  rate_use?: { requests: { used: number; resets_at: string } | null; tokens: { used: number; resets_at: string } | null };
+  rate_use?: { requests: { used: number; held?: number; resets_at: string } | null; tokens: { used: number; resets_at: string } | null };
 }
 
 /** One UTC day of a key's usage (`GET /v1/keys/{id}/usage`). */

@@ -109,9 +109,15 @@ export function rateRefusalWords(message: string): string {
   return `Your account allows at most ${m[3]}: choose a ${what} within it (${m[2]} is more).`;
 }
 
-/** The current window's use of a rate, after the rate: " (3 used this window)"; nothing when the API did not say. */
-export function useWords(use: { used: number } | null | undefined): string {
-  return use ? ` (${use.used.toLocaleString()} used this window)` : '';
+/**
+ * The current window's use of a rate, after the rate: " (3 used this window)", or with units
+ * sidecars hold in leases " (26 used this window, up to 25 of them reserved ahead by sidecars)";
+ * nothing when the API did not say.
+ */
+export function useWords(use: { used: number; held?: number } | null | undefined): string {
+  if (!use) return '';
+  const held = use.held ? `, up to ${use.held.toLocaleString()} of them reserved ahead by sidecars` : '';
+  return ` (${use.used.toLocaleString()} used this window${held})`;
 }
 
 /** A rate for the Rates column: "1 request per second", "5,000 tokens per day". */
