@@ -136,6 +136,7 @@ describe('docs/web-console.md', () => {
       ['Use at most 1,000,000,000 requests per window.', rateProblem('1000000001/s', 'requests')],
       ['Your account allows at most 10/s: choose a request rate within it…', rateRefusalWords(apiRefusal)],
       ['7 requests per hour (3 used this window)', `${rateWords(7, 'request', 'hour')}${useWords({ used: 3 })}`],
+      ['1,000 requests per hour (26 used this window, up to 25 of them reserved ahead by sidecars)', `${rateWords(1000, 'request', 'hour')}${useWords({ used: 26, held: 25 })}`],
       ['Last 30 days: 5.00 USD spent, 1 request, 1,200 input and 340 output tokens.', usageSummary(Array.from({ length: 30 }, (_, i) => day(i)), 'USD')],
     ];
     for (const [quote, page] of shown) {
