@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
-import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS } from '../src/schema/money.ts';
+import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL, periodBounds } from '../src/schema/money.ts';
+import { rateKeys } from '../src/schema/rates.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
@@ -149,6 +150,78 @@ describe('exact integers', () => {
     const under = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'under' } });
     expect(errOf(under)).toEqual([422, 'OUT_OF_RANGE']);
     expect(await db.hget(s.wallet(a), 'balance')).toBe(String(-MAX_BALANCE_MICROS));
+  });
+
+  it('a token count of at most 10^12 is taken, one more is refused (400); nothing changes', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'counts' } });
+    const max = { key_id: c.body.id, amount_micros: 1, request_id: 'max', input_tokens: MAX_TOKEN_COUNT, output_tokens: MAX_TOKEN_COUNT };
+    expect((await call('POST', '/v1/usage', { body: max })).status).toBe(200);
+    for (const field of ['input_tokens', 'output_tokens']) {
+      const r = await call('POST', '/v1/usage', { body: { ...max, request_id: `over-${field}`, [field]: MAX_TOKEN_COUNT + 1 } });
+      expect(errOf(r)).toEqual([400, 'INVALID_INPUT']);
+    }
+    const k = await call('GET', `/v1/keys/${c.body.id}`);
+    expect(k.body.tokens.month).toEqual({ input: MAX_TOKEN_COUNT, output: MAX_TOKEN_COUNT });
+    expect(k.body.spend.total_micros).toBe(1);
+    await expect(srv.console.recordUsage({ keyId: c.body.id, amountMicros: 1, requestId: 'lib-over', inputTokens: MAX_TOKEN_COUNT + 1 })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+  });
+
+  for (const whose of ['key', 'account'] as const) {
+    it(`the ${whose}'s token totals: a record reaching 2^53 − 1 is booked, one past it is refused (422 OUT_OF_RANGE) and changes nothing`, async () => {
+      const a = acct();
+      const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'tokens' } });
+      const s = srv.console.schema;
+      expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 1_000, reference: 'c' } })).status).toBe(200);
+      const now = Date.now();
+      const hash = whose === 'key' ? s.tokens(a, c.body.id) : s.tokens(a);
+      // This month's input and output already sum to 2^53 − 1 − 10 (today's are lower).
+      await db.hset(hash, 'month_start', String(periodBounds('month', now).start), 'month_in', String(MAX_TOKEN_TOTAL - 12), 'month_out', '2');
+      const edge = { key_id: c.body.id, amount_micros: 7, request_id: 'edge', input_tokens: 4, output_tokens: 6 };
+      expect((await call('POST', '/v1/usage', { body: edge })).status).toBe(200);
+      const tokensOf = async () => (whose === 'key' ? (await call('GET', `/v1/keys/${c.body.id}`)).body.tokens : (await call('GET', `/v1/accounts/${a}`)).body.tokens);
+      expect((await tokensOf()).month).toEqual({ input: MAX_TOKEN_TOTAL - 8, output: 8 });
+      const before = {
+        tokens: await tokensOf(),
+        wallet: (await call('GET', `/v1/accounts/${a}`)).body.wallet,
+        ledger: (await call('GET', `/v1/accounts/${a}/ledger`)).body,
+        spend: (await call('GET', `/v1/keys/${c.body.id}`)).body.spend,
+        log: await db.xlen(s.usageLog(a)),
+        keyTokens: await db.hgetall(s.tokens(a, c.body.id)),
+        acctTokens: await db.hgetall(s.tokens(a)),
+        rates: await Promise.all([db.hgetall(rateKeys(s).tokens(a, c.body.id)), db.hgetall(rateKeys(s).tokens(a))]),
+      };
+      for (const [i, counts] of [{ input_tokens: 1 }, { output_tokens: 1 }, { input_tokens: 1, output_tokens: 0 }].entries()) {
+        const over = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: `over-${i}`, ...counts } });
+        expect(errOf(over)).toEqual([422, 'OUT_OF_RANGE']);
+        expect(over.body.error.message).toContain('tokens');
+        expect(await db.exists(s.usageRequest(a, `over-${i}`))).toBe(0);
+      }
+      expect({
+        tokens: await tokensOf(),
+        wallet: (await call('GET', `/v1/accounts/${a}`)).body.wallet,
+        ledger: (await call('GET', `/v1/accounts/${a}/ledger`)).body,
+        spend: (await call('GET', `/v1/keys/${c.body.id}`)).body.spend,
+        log: await db.xlen(s.usageLog(a)),
+        keyTokens: await db.hgetall(s.tokens(a, c.body.id)),
+        acctTokens: await db.hgetall(s.tokens(a)),
+        rates: await Promise.all([db.hgetall(rateKeys(s).tokens(a, c.body.id)), db.hgetall(rateKeys(s).tokens(a))]),
+      }).toEqual(before);
+      expect(before.wallet.balance_micros).toBe(993);
+      // A record without counts still books: only the token totals are full.
+      expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: 'no-counts' } })).status).toBe(200);
+    });
+  }
+
+  it('a token-rate window that would pass 2^53 − 1 is refused the same way', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'rated', token_rate: { tokens: 1_000, per: 'day' } } });
+    const rec = rateKeys(srv.console.schema).tokens(a, c.body.id);
+    expect(await db.hget(rec, 'per')).toBe('day');
+    await db.hset(rec, 'w', String(periodBounds('day', Date.now()).start), 'used', String(MAX_TOKEN_TOTAL - 1));
+    expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'edge', input_tokens: 1 } })).status).toBe(200);
+    expect(errOf(await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'over', output_tokens: 1 } }))).toEqual([422, 'OUT_OF_RANGE']);
+    expect(await db.hget(rec, 'used')).toBe(String(MAX_TOKEN_TOTAL));
   });
 });
 

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN, TOKEN_ID_RULE } from '../console/management.ts';
 import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
-import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
+import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
 import { KEY_SORTS, KEY_STATES, KEY_STATUS_FILTERS, PAGE_DEFAULT, PAGE_MAX } from '../core/key-page.ts';
@@ -52,7 +52,7 @@ const Limit = z.strictObject({
   period: period.describe('day, week (Monday to Sunday), month (calendar) or total; periods reset at 00:00 UTC'),
 });
 const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const count = z.number().int().min(0).max(MAX_TOKEN_COUNT).describe(`a token count, 0-${MAX_TOKEN_COUNT}; a record that would take a token total (input plus output, today, this month or a token-rate window; key or account) above ${MAX_TOKEN_TOTAL} is refused with 422 OUT_OF_RANGE`);
 
 const per = z.enum(RATE_UNITS).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
 const RequestRate = z

@@ -11,6 +11,8 @@ import {
   LIMIT_PERIODS,
   MAX_AMOUNT_MICROS,
   MAX_BALANCE_MICROS,
+  MAX_TOKEN_COUNT,
+  MAX_TOKEN_TOTAL,
   parseKeySpend,
   parseKeyUse,
   parseTokenCounters,
@@ -124,7 +126,7 @@ const MODEL_TEXT = /^[A-Za-z0-9._:@/+=,~-]{1,256}$/;
 
 function optionalCount(v: unknown, what: string): string {
   if (v === undefined || v === null) return '';
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw bad(`${what} must be a non-negative integer`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > MAX_TOKEN_COUNT) throw bad(`${what} must be a non-negative integer, at most ${MAX_TOKEN_COUNT}`);
   return String(v);
 }
 
@@ -221,6 +223,8 @@ export class WalletOps {
         throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
       case 'TOTAL':
         throw new ConsoleError('RANGE', `the record would take key ${keyId}'s total spend above ${MAX_BALANCE_MICROS} micro-units (total ${r[1]}); nothing was changed`);
+      case 'TOKENS':
+        throw new ConsoleError('RANGE', `the record's tokens would take ${tokenTotalNamed(String(r[1]), keyId)} above ${MAX_TOKEN_TOTAL} (input plus output); nothing was changed`);
       default:
         throw new ConsoleError('CORRUPT', `key ${keyId}: unexpected answer from the usage script`);
     }
@@ -332,6 +336,15 @@ export class WalletOps {
     const [sec, micro] = redis instanceof Cluster ? await redis.nodes('master')[0]!.time() : await redis.time();
     return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
   }
+}
+
+/** RECORD_USAGE's TOKENS answer ("key month 123", "account window 5", "count") in words. */
+function tokenTotalNamed(answer: string, keyId: string): string {
+  const [whose, period, total] = answer.split(' ');
+  if (period === undefined) return `a count above ${MAX_TOKEN_COUNT}`;
+  const owner = whose === 'key' ? `key ${keyId}'s` : "the account's";
+  const what = period === 'window' ? 'token-rate window' : period === 'day' ? 'tokens today' : 'tokens this month';
+  return `${owner} ${what} (now ${total})`;
 }
 
 function compareIds(a: string, b: string): number {
