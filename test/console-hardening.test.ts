@@ -236,7 +236,28 @@ describe('usage records and the export', () => {
     expect(same.body).toMatchObject({ booked: false, amount_micros: 700 });
     const other = await call('POST', '/v1/usage', { body: { ...first, amount_micros: 9 } });
     expect(errOf(other)).toEqual([409, 'CONFLICT']);
-    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'same-id', amount_micros: 700 });
+    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'same-id', amount_micros: 700, model: null, input_tokens: null, output_tokens: null });
+  });
+
+  it('a repeated request id with another model or token counts → 409 with the whole booked record; nothing changes', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'u' } });
+    const first = { key_id: c.body.id, amount_micros: 700, request_id: 'same', model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5 };
+    expect((await call('POST', '/v1/usage', { body: first })).body.booked).toBe(true);
+    const booked = { key_id: c.body.id, account: a, request_id: 'same', amount_micros: 700, model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5 };
+    const before = { log: await db.xlen(srv.console.schema.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body };
+    for (const change of [{ model: 'anthropic/claude-opus' }, { model: null }, { input_tokens: 11 }, { output_tokens: 0 }, { output_tokens: null }, { input_tokens: 5, output_tokens: 10 }]) {
+      const r = await call('POST', '/v1/usage', { body: { ...first, ...change } });
+      expect(errOf(r)).toEqual([409, 'CONFLICT']);
+      expect(r.body.booked).toEqual(booked);
+    }
+    await expect(srv.console.recordUsage({ keyId: c.body.id, amountMicros: 700, requestId: 'same', model: 'openai/gpt-4o', inputTokens: 10 })).rejects.toMatchObject({
+      code: 'CONFLICT',
+      booked: { keyId: c.body.id, account: a, requestId: 'same', amountMicros: 700, model: 'openai/gpt-4o', inputTokens: 10, outputTokens: 5 },
+    });
+    const same = await call('POST', '/v1/usage', { body: first });
+    expect([same.status, same.body.booked]).toEqual([200, false]);
+    expect({ log: await db.xlen(srv.console.schema.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body }).toEqual(before);
   });
 
   it('an account-scoped token without ?account= gets its own account’s entries only', async () => {

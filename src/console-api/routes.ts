@@ -377,9 +377,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         );
       } catch (err) {
         if (!(err instanceof UsageConflict)) throw err;
-        // The request id is booked with another key or amount: the booked record, so the router can reconcile.
+        // The request id is booked with another body: the booked record, so the router can reconcile.
         const k = err.booked;
-        return reply.code(409).send({ ...new ApiError('CONFLICT', err.message).body(), booked: { key_id: k.keyId, account: k.account, request_id: k.requestId, amount_micros: k.amountMicros } });
+        const booked = { key_id: k.keyId, account: k.account, request_id: k.requestId, amount_micros: k.amountMicros, model: k.model, input_tokens: k.inputTokens, output_tokens: k.outputTokens };
+        return reply.code(409).send({ ...new ApiError('CONFLICT', err.message).body(), booked });
       }
     },
   );

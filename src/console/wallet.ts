@@ -97,9 +97,21 @@ export interface KeyUsage {
   readonly tokens: TokenTotals;
 }
 
-/** A usage record that repeats a booked request id with another key or amount: carries the booked record. */
+/** The record booked first under a request id, as a repeat with another body is answered. */
+export interface BookedUsage {
+  readonly keyId: string;
+  readonly account: string;
+  readonly requestId: string;
+  readonly amountMicros: number;
+  /** null: none given (or booked before the record was kept whole). */
+  readonly model: string | null;
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+}
+
+/** A usage record that repeats a booked request id with another key, amount, model or token counts: carries the booked record. */
 export class UsageConflict extends ConsoleError {
-  readonly booked: { readonly keyId: string; readonly account: string; readonly requestId: string; readonly amountMicros: number };
+  readonly booked: BookedUsage;
   constructor(message: string, booked: UsageConflict['booked']) {
     super('CONFLICT', message);
     this.booked = booked;
@@ -212,12 +224,22 @@ export class WalletOps {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
       case 'DUP': {
-        const [firstKey, firstAmount] = String(r[1]).split(':') as [string, string | undefined];
-        const booked = { keyId: firstKey, account, requestId: input.requestId, amountMicros: Number(firstAmount) };
-        if (firstKey !== keyId || booked.amountMicros !== amount) {
-          throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key or amount; nothing was changed`, booked);
-        }
-        return { booked: false, ...booked, balanceMicros: null };
+        // "keyId:amount:fingerprint:input:output:model" (the model may hold ':'); "keyId:amount" when booked before fingerprints
+        const [firstKey = '', firstAmount, fingerprint, firstIn, firstOut, ...modelParts] = String(r[1]).split(':');
+        const countOf = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
+        const firstModel = modelParts.join(':');
+        const booked: BookedUsage = {
+          keyId: firstKey,
+          account,
+          requestId: input.requestId,
+          amountMicros: Number(firstAmount),
+          model: firstModel === '' ? null : firstModel,
+          inputTokens: countOf(firstIn),
+          outputTokens: countOf(firstOut),
+        };
+        const same = fingerprint === undefined ? firstKey === keyId && booked.amountMicros === amount : fingerprint === r[2];
+        if (!same) throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key, amount, model or token counts; nothing was changed`, booked);
+        return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
       }
       case 'FLOOR':
         throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
