@@ -75,6 +75,12 @@ describe('rolling a key', () => {
     expect(await activeIds(a)).toEqual([first.body.id]);
     // Another body with the same Idempotency-Key is a conflict.
     expect(errOf(await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 5 }, headers }))).toEqual([409, 'CONFLICT']);
+    // Each replay showed the new key again: each is audited as a reveal of it (the conflict is not).
+    const events = (await call('GET', `/v1/audit?account=${a}`)).body.events as { action: string; key_id: string; changes: Record<string, unknown> }[];
+    const reveals = events.filter((e) => e.action === 'reveal');
+    expect(reveals).toHaveLength(5);
+    for (const e of reveals) expect([e.key_id, e.changes]).toEqual([first.body.id, { via: 'idempotent replay' }]);
+    expect(events.filter((e) => e.action !== 'reveal').map((e) => e.action)).toEqual(['roll', 'create']);
   });
 
   it('a grace-0 roll takes the old key out of the active set; a roll at the cap of 100 active keys works', async () => {
