@@ -129,7 +129,7 @@ describe('happy path', () => {
     expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({
       id: a,
       status: 'active',
-      wallet: { enforced: true, balance_micros: 10_999_999 },
+      wallet: { enforced: true, balance_micros: 10_999_999, rule: 'credited' },
       tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
       rate: null,
       token_rate: null,

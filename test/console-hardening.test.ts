@@ -17,7 +17,7 @@ import { createLogger } from '../src/telemetry/logger.ts';
 import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, startStack } from './helpers/sidecars.ts';
+import { chatRequest, startStack, startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
 let db: Redis;
@@ -390,24 +390,59 @@ describe('rate limits', () => {
 });
 
 describe('wallet.enforced', () => {
-  it('reports the rule the sidecars apply: with KEYGATE_REQUIRE_WALLET a never-credited account is enforced, and refused with 402', async () => {
-    const stack = await startStack({ requireWallet: true });
-    const config = loadConsoleApiConfig({ port: 0, redisUrl: stack.redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: 'true' });
+  /** The first answer of a sidecar that is not a store timeout (a loaded machine can miss the deadline: not the answer under test). */
+  async function answer(sc: TestSidecar, key: string): Promise<string> {
+    let code = 'AUTH_UNAVAILABLE';
+    for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
+      const res = await sc.client.check(chatRequest(key, 'openai/gpt-4o'));
+      code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
+    }
+    return code;
+  }
+  async function consoleOn(redisUrl: string, requireWallet: boolean) {
+    const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: String(requireWallet) });
     const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
+    return { c, wallet: async (a: string) => (await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op })).body.wallet };
+  }
+
+  it("reports the rule the live sidecars apply, not the console's own setting: sidecars requiring wallets, a console that does not", async () => {
+    const stack = await startStack({ requireWallet: true });
+    const { c, wallet } = await consoleOn(stack.redis.url, false);
     try {
       const a = acct();
       const k = await c.console.createKey({ account: a, name: 'strict' }, CLI_ACTOR);
-      // A loaded machine can miss the sidecar's store deadline (503): that is not the answer under test.
-      let code = 'AUTH_UNAVAILABLE';
-      for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
-        const res = await stack.client.check(chatRequest(k.key, 'openai/gpt-4o'));
-        code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
-      }
-      expect(code).toBe('INSUFFICIENT_BALANCE');
-      const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
-      const info = await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op });
-      expect(info.body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: false });
+      expect(await answer(stack, k.key)).toBe('INSUFFICIENT_BALANCE');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'required' });
+      expect((await c.console.accountInfo(a)).wallet).toEqual({ enforced: true, balance_micros: 0, rule: 'required' });
+      // A credited account is enforced by every sidecar whatever the setting.
+      await c.console.creditAccount(a, 5, 'c1');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 5, exists: true, rule: 'credited' });
     } finally {
+      await c.close();
+      await stack.close();
+    }
+  });
+
+  it('a console requiring wallets before sidecars that do not says not enforced; sidecars that differ say mixed; none live: the console’s own setting', async () => {
+    const stack = await startStack({ requireWallet: false });
+    const { c, wallet } = await consoleOn(stack.redis.url, true);
+    let strict: TestSidecar | null = null;
+    try {
+      const a = acct();
+      const k = await c.console.createKey({ account: a, name: 'lenient' }, CLI_ACTOR);
+      expect(await answer(stack, k.key)).toBe('ALLOW');
+      expect(await wallet(a)).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
+      strict = await startTestSidecar(stack.redis.url, { requireWallet: true });
+      expect(await answer(strict, k.key)).toBe('INSUFFICIENT_BALANCE');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'mixed' });
+      await strict.close();
+      strict = null;
+      expect(await wallet(a)).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
+      await stack.sidecar.close();
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'unreported' });
+    } finally {
+      await strict?.close();
       await c.close();
       await stack.close();
     }

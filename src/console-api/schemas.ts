@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN, TOKEN_ID_RULE } from '../console/management.ts';
 import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
+import { WALLET_RULES } from '../console/wallet.ts';
 import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
@@ -196,10 +197,15 @@ export const Account = z.object({
     enforced: z
       .boolean()
       .describe(
-        'requests are refused (402) at a balance of zero or below: the account was credited (every sidecar), or it never was and KEYGATE_REQUIRE_WALLET is true (the setting this console and the sidecars read; set it alike on both)',
+        "a request of this account can be refused (402) at a balance of zero or below: the account was credited (every sidecar enforces it), or it never was and at least one live sidecar runs with KEYGATE_REQUIRE_WALLET=true (see rule)",
       ),
     balance_micros: z.number().int(),
     exists: z.boolean().optional().describe('false: the account has no wallet (it was never credited)'),
+    rule: z
+      .enum(WALLET_RULES)
+      .describe(
+        "why: credited (a wallet exists: every sidecar enforces it); otherwise what the live sidecars publish of their KEYGATE_REQUIRE_WALLET: required (every one refuses), not-required (none does), mixed (they differ: a request is refused or not depending on the sidecar that checks it), unreported (no live sidecar published a setting: enforced is this console's own KEYGATE_REQUIRE_WALLET)",
+      ),
   }),
   tokens: Tokens,
   rate: RequestRate.nullable(),

@@ -8,7 +8,7 @@ import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRat
 import type { AccountInfo } from './accounts.ts';
 import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
-import type { CreditResult, UsageResult } from './wallet.ts';
+import type { CreditResult, UsageResult, WalletRule } from './wallet.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -87,8 +87,8 @@ export function keyJson(v: KeyView): KeyJson {
   };
 }
 
-export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number }; rate: ApiRequestRate | null; token_rate: ApiTokenRate | null; tokens: TokensJson } {
-  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros }, ...ratesJson(a.rates), tokens: tokensJson(a.tokens) };
+export function accountJson(a: AccountInfo): { id: string; status: AccountInfo['status']; wallet: { enforced: boolean; balance_micros: number; rule: WalletRule }; rate: ApiRequestRate | null; token_rate: ApiTokenRate | null; tokens: TokensJson } {
+  return { id: a.id, status: a.status, wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros, rule: a.wallet.rule }, ...ratesJson(a.rates), tokens: tokensJson(a.tokens) };
 }
 
 /** A credit's answer; `credited: false` = the reference was already credited and nothing changed. */

@@ -31,6 +31,7 @@ import {
 } from '../schema/money.ts';
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
+import { liveSidecars } from '../store/sidecar-settings.ts';
 import { ConsoleError } from './errors.ts';
 import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
@@ -80,10 +81,21 @@ export interface CreditResult {
   readonly balanceMicros: number;
 }
 
+/**
+ * Why `enforced` says what it says (docs/decisions.md, "Who says a wallet is enforced"):
+ * `credited`: the account has a wallet, which every sidecar enforces; without one, what the live
+ * sidecars publish of their `KEYGATE_REQUIRE_WALLET`: `required` (all refuse), `not-required`
+ * (none does), `mixed` (some do: a request may be refused or not depending on the sidecar), or
+ * `unreported` (no live sidecar published one: the console's own setting is the answer).
+ */
+export type WalletRule = 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported';
+export const WALLET_RULES: readonly WalletRule[] = ['credited', 'required', 'not-required', 'mixed', 'unreported'];
+
 export interface AccountWallet {
-  /** The wallet is enforced: the account was credited at least once, or the deployment requires wallets. */
+  /** A request of the account can be refused (402) at a balance of zero or below: see `rule`. */
   readonly enforced: boolean;
   readonly balance_micros: number;
+  readonly rule: WalletRule;
 }
 
 /** Usage of one key as the console shows it. */
@@ -282,7 +294,11 @@ export class WalletOps {
     validateAccountId(account);
     const bal = await this.#redis.hget(this.#s.wallet(account), WalletField.balance);
     if (bal !== null && !/^-?\d{1,17}$/.test(bal)) throw new ConsoleError('CORRUPT', `account ${account}: wallet balance is not an integer`);
-    return { enforced: bal !== null || this.#o.requireWallet, balance_micros: bal === null ? 0 : Number(bal) };
+    if (bal !== null) return { enforced: true, balance_micros: Number(bal), rule: 'credited' };
+    const live = await liveSidecars(this.#redis, this.#s.sidecars());
+    const rule: WalletRule =
+      live.requiring + live.notRequiring === 0 ? 'unreported' : live.notRequiring === 0 ? 'required' : live.requiring === 0 ? 'not-required' : 'mixed';
+    return { enforced: rule === 'unreported' ? this.#o.requireWallet : rule !== 'not-required', balance_micros: 0, rule };
   }
 
   /** Usage of keys (one account or several), read in one round of parallel reads. */

@@ -1051,7 +1051,11 @@ function accountView(): TemplateResult {
           <dd>
             ${noWallet
               ? html`<span class="balance">No wallet</span>
-                  <span class="muted">${w?.enforced ? 'This deployment requires a wallet: requests are refused until the account is credited.' : 'Requests are not limited by a balance.'}</span>`
+                  <span class="muted">${w?.rule === 'mixed'
+                    ? 'Some of the sidecars require a wallet: requests may be refused until the account is credited.'
+                    : w?.enforced
+                      ? 'This deployment requires a wallet: requests are refused until the account is credited.'
+                      : 'Requests are not limited by a balance.'}</span>`
               : html`<span class="balance ${w.balance_micros <= 0 ? 'low' : ''}">${money(w.balance_micros)} ${cur}</span>
                   ${w.balance_micros < 0
                     ? html`<span class="error">The balance is below zero (owed): requests are refused until it is topped up.</span>`
