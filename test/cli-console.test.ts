@@ -277,10 +277,12 @@ describe('management commands: keys roll, tokens, audit list, console', () => {
     const a = acct();
     const c = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'rolling', '--models', 'openai/*', '--json'])).stdout);
     const r = JSON.parse(ok(await keygate(['keys', 'roll', c.id, '--grace', '60', '--json'])).stdout);
-    expect(r).toMatchObject({ account: a, name: 'rolling', models: ['openai/*'], rolled_from: c.id, old: { id: c.id, status: 'active', rolled_to: r.id } });
+    expect(r).toMatchObject({ account: a, name: 'rolling (rolled)', models: ['openai/*'], rolled_from: c.id, old: { id: c.id, status: 'active', rolled_to: r.id, name: 'rolling' } });
     expect(isWellFormedKey(r.key, 'kg_')).toBe(true);
-    const text = ok(await keygate(['keys', 'roll', r.id])).stdout;
+    const text = ok(await keygate(['keys', 'roll', r.id, '--name', 'rolling, second'])).stdout;
     expect(text).toMatch(/is revoked/);
+    const named = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
+    expect(JSON.stringify(named)).toContain('"name":"rolling, second"');
     const events = JSON.parse(ok(await keygate(['audit', 'list', '--account', a, '--json'])).stdout).events;
     expect(events.map((e: { action: string }) => e.action)).toEqual(['roll', 'roll', 'create']);
     expect(events[0].actor).toEqual({ type: 'cli', id: null, name: null });

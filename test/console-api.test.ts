@@ -66,7 +66,7 @@ describe('keys', () => {
 
     const rolled = await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 3600 } });
     expect(rolled.status).toBe(201);
-    expect(rolled.body).toMatchObject({ name: 'ci-2', account: ACCT, models: ['openai/gpt-4o-mini'], rolled_from: c.body.id, status: 'active' });
+    expect(rolled.body).toMatchObject({ name: 'ci-2 (rolled)', account: ACCT, models: ['openai/gpt-4o-mini'], rolled_from: c.body.id, status: 'active' });
     expect(rolled.body.old).toMatchObject({ id: c.body.id, rolled_to: rolled.body.id, status: 'active' });
     expect(Date.parse(rolled.body.old.expires_at) - Date.now()).toBeGreaterThan(3500_000);
     expect(await check(c.body.key, 'openai/gpt-4o-mini')).toBe('ALLOW'); // within the grace
@@ -75,6 +75,7 @@ describe('keys', () => {
 
     const again = await call('POST', `/v1/keys/${rolled.body.id}/roll`); // grace 0: old revoked at once
     expect(again.status).toBe(201);
+    expect(again.body.name).toBe('ci-2 (rolled 2)');
     expect(again.body.old).toMatchObject({ id: rolled.body.id, status: 'revoked', rolled_to: again.body.id });
     expect(await check(rolled.body.key, 'openai/gpt-4o-mini')).toBe('INVALID_API_KEY');
 

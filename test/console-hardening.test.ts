@@ -101,6 +101,30 @@ describe('rolling a key', () => {
     expect((await call('GET', `/v1/accounts/${a}/keys?limit=200`)).body.keys).toHaveLength(101);
   });
 
+  it('the roll names the new key: NAME (rolled), (rolled 2)…, or the name asked for (API and library); a bad name changes nothing', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'ci' } });
+    const r1 = await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 60 } });
+    expect([r1.body.name, r1.body.old.name]).toEqual(['ci (rolled)', 'ci']);
+    const r2 = await call('POST', `/v1/keys/${r1.body.id}/roll`, { body: { grace_seconds: 60 } });
+    expect([r2.body.name, r2.body.old.name]).toEqual(['ci (rolled 2)', 'ci (rolled)']);
+    // The name asked for, trimmed like a create's; one too long or empty is refused before anything changes.
+    for (const bad of ['x'.repeat(129), '   ', 'a\u202eb']) {
+      expect(errOf(await call('POST', `/v1/keys/${r2.body.id}/roll`, { body: { name: bad } }))).toEqual([400, 'INVALID_INPUT']);
+    }
+    expect((await call('GET', `/v1/keys/${r2.body.id}`)).body).toMatchObject({ status: 'active', rolled_to: null });
+    const r3 = await call('POST', `/v1/keys/${r2.body.id}/roll`, { body: { name: '  ci, third  ' } });
+    expect(r3.body.name).toBe('ci, third');
+    const lib = await srv.console.rollKey(r3.body.id, { name: 'ci from the library' }, CLI_ACTOR);
+    expect(lib.record.name).toBe('ci from the library');
+    const libDefault = await srv.console.rollKey(lib.id, { graceSeconds: 60 }, CLI_ACTOR);
+    expect([libDefault.record.name, libDefault.old.status]).toEqual(['ci from the library (rolled)', 'active']);
+    // The longest name: the default is cut to fit.
+    const long = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'y'.repeat(128) } });
+    const rl = await call('POST', `/v1/keys/${long.body.id}/roll`);
+    expect(rl.body.name).toBe(`${'y'.repeat(119)} (rolled)`);
+  });
+
   it("a rolled key carries its predecessor's spend: a key at its total limit stays at it", async () => {
     const a = acct();
     const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'capped', limit: { amount_micros: 1_000, period: 'total' } } });

@@ -269,7 +269,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         req,
         `POST /v1/keys/${oldId}/roll ${canonical(req.body)}`,
         async () => {
-          const rolled = await mc.rollKey(oldId, req.body.grace_seconds ?? 0, principal(req).actor);
+          const rolled = await mc.rollKey(oldId, { graceSeconds: req.body.grace_seconds ?? 0, name: req.body.name ?? null }, principal(req).actor);
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },

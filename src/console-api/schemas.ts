@@ -120,7 +120,12 @@ export const UsageQuery = z.strictObject({
 });
 
 export const RollKeyBody = z
-  .strictObject({ grace_seconds: z.number().int().min(0).max(30 * 86400).optional().describe('seconds the old key keeps working; default 0 (revoked at once)') })
+  .strictObject({
+    grace_seconds: z.number().int().min(0).max(30 * 86400).optional().describe('seconds the old key keeps working; default 0 (revoked at once)'),
+    name: name
+      .optional()
+      .describe(`the new key's name (1-${LIMITS.nameMaxChars} characters); default the old name with " (rolled)", or " (rolled 2)", " (rolled 3)"… when it already ends so, cut to fit`),
+  })
   .describe('may be empty or left out');
 
 export const CreateTokenBody = z.strictObject({

@@ -617,16 +617,10 @@ async function onRoll(e: SubmitEvent): Promise<void> {
   d.error = undefined;
   update();
   try {
+    // The console names the new key in the roll itself ("NAME (rolled)", "NAME (rolled 2)"…), so the
+    // two are told apart in the list, the audit and the logs.
     const rolled = await api.roll(d.key.id, grace);
-    // The new key gets a name of its own, so the two are told apart in the list, the audit and the logs.
-    const name = rolledName(d.key.name, KEY_LIMITS.nameMaxChars);
-    let shownName = rolled.name;
-    try {
-      shownName = (await api.update(rolled.id, { name })).name;
-    } catch (err) {
-      if (isAuthEnd(err)) throw err;
-      // The roll happened; the name stays the old one (the error is not worth losing the new key over).
-    }
+    const shownName = rolled.name;
     openDialog({
       kind: 'secret',
       title: 'Key rolled',
