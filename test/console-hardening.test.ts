@@ -211,7 +211,8 @@ describe('exact integers', () => {
       expect((await call('POST', '/v1/usage', { body: edge })).status).toBe(200);
       const tokensOf = async () => (whose === 'key' ? (await call('GET', `/v1/keys/${c.body.id}`)).body.tokens : (await call('GET', `/v1/accounts/${a}`)).body.tokens);
       expect((await tokensOf()).month).toEqual({ input: MAX_TOKEN_TOTAL - 8, output: 8 });
-      const before = {
+      // Everything a record writes: wallet, ledger, spend, log, token counters and token-rate windows.
+      const state = async () => ({
         tokens: await tokensOf(),
         wallet: (await call('GET', `/v1/accounts/${a}`)).body.wallet,
         ledger: (await call('GET', `/v1/accounts/${a}/ledger`)).body,
@@ -220,23 +221,15 @@ describe('exact integers', () => {
         keyTokens: await db.hgetall(s.tokens(a, c.body.id)),
         acctTokens: await db.hgetall(s.tokens(a)),
         rates: await Promise.all([db.hgetall(rateKeys(s).tokens(a, c.body.id)), db.hgetall(rateKeys(s).tokens(a))]),
-      };
+      });
+      const before = await state();
       for (const [i, counts] of [{ input_tokens: 1 }, { output_tokens: 1 }, { input_tokens: 1, output_tokens: 0 }].entries()) {
         const over = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: `over-${i}`, ...counts } });
         expect(errOf(over)).toEqual([422, 'OUT_OF_RANGE']);
         expect(over.body.error.message).toContain('tokens');
         expect(await db.exists(s.usageRequest(a, `over-${i}`))).toBe(0);
       }
-      expect({
-        tokens: await tokensOf(),
-        wallet: (await call('GET', `/v1/accounts/${a}`)).body.wallet,
-        ledger: (await call('GET', `/v1/accounts/${a}/ledger`)).body,
-        spend: (await call('GET', `/v1/keys/${c.body.id}`)).body.spend,
-        log: await db.xlen(s.usageLog(a)),
-        keyTokens: await db.hgetall(s.tokens(a, c.body.id)),
-        acctTokens: await db.hgetall(s.tokens(a)),
-        rates: await Promise.all([db.hgetall(rateKeys(s).tokens(a, c.body.id)), db.hgetall(rateKeys(s).tokens(a))]),
-      }).toEqual(before);
+      expect(await state()).toEqual(before);
       expect(before.wallet.balance_micros).toBe(993);
       // A record without counts still books: only the token totals are full.
       expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: 'no-counts' } })).status).toBe(200);

@@ -295,15 +295,7 @@ export const AuditList = z.object({ events: z.array(AuditEvent) });
 export const ErrorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
 export const UsageConflictBody = ErrorBody.extend({
   booked: z
-    .object({
-      key_id: z.string(),
-      account: z.string(),
-      request_id: z.string(),
-      amount_micros: z.number().int(),
-      model: z.string().nullable(),
-      input_tokens: z.number().int().nullable(),
-      output_tokens: z.number().int().nullable(),
-    })
+    .object(UsageEntry.pick({ key_id: true, account: true, request_id: true, amount_micros: true, model: true, input_tokens: true, output_tokens: true }).shape)
     .describe('the record booked first under this request id (it stands; nothing was changed); a repeat differing in any of these fields is this conflict'),
 });
 export const Health = z.object({ status: z.string() });
