@@ -17,6 +17,7 @@ import { connectRedis, type RedisClient } from './store/redis.ts';
 import { TokenRateViews } from './store/token-rate-views.ts';
 import { RedisOutageReporter } from './store/redis-outage.ts';
 import { redisUsageWrite, UsageCounter } from './store/usage-counter.ts';
+import { SidecarSettings } from './store/sidecar-settings.ts';
 import { createMeter } from './metering/wiring.ts';
 import type { Meter } from './metering/meter.ts';
 import { DecisionLog } from './telemetry/decision-log.ts';
@@ -101,6 +102,9 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   // never reach them.
   const limiter = new RateLimiter(storeRedis!, { now: deps.now });
   const tokenViews = new TokenRateViews(storeRedis!, { now: deps.now });
+  // What this sidecar enforces, for the console's wallet.enforced (on a timer: never per request).
+  const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, log });
+  settings.start();
   metrics.addStoreStats(() => {
     const st = store.stats();
     return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
@@ -150,6 +154,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
     }
     outage.close();
     await limiter.close();
+    await settings.close();
     await store.close();
     await otel?.shutdown();
   };

@@ -132,7 +132,7 @@ describe('happy path', () => {
     expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({
       id: a,
       status: 'active',
-      wallet: { enforced: true, balance_micros: 10_999_999 },
+      wallet: { enforced: true, balance_micros: 10_999_999, rule: 'credited' },
       tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
       rate: null,
       token_rate: null,
@@ -380,10 +380,12 @@ describe('management commands: keys roll, tokens, audit list, console', () => {
     const a = acct();
     const c = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'rolling', '--models', 'openai/*', '--json'])).stdout);
     const r = JSON.parse(ok(await keygate(['keys', 'roll', c.id, '--grace', '60', '--json'])).stdout);
-    expect(r).toMatchObject({ account: a, name: 'rolling', models: ['openai/*'], rolled_from: c.id, old: { id: c.id, status: 'active', rolled_to: r.id } });
+    expect(r).toMatchObject({ account: a, name: 'rolling (rolled)', models: ['openai/*'], rolled_from: c.id, old: { id: c.id, status: 'active', rolled_to: r.id, name: 'rolling' } });
     expect(isWellFormedKey(r.key, 'kg_')).toBe(true);
-    const text = ok(await keygate(['keys', 'roll', r.id])).stdout;
+    const text = ok(await keygate(['keys', 'roll', r.id, '--name', 'rolling, second'])).stdout;
     expect(text).toMatch(/is revoked/);
+    const named = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
+    expect(JSON.stringify(named)).toContain('"name":"rolling, second"');
     const events = JSON.parse(ok(await keygate(['audit', 'list', '--account', a, '--json'])).stdout).events;
     expect(events.map((e: { action: string }) => e.action)).toEqual(['roll', 'roll', 'create']);
     expect(events[0].actor).toEqual({ type: 'cli', id: null, name: null });

@@ -126,7 +126,7 @@ it('a generated client type-checks and runs create, list, reveal, restrict, roll
     limited: { amount_micros: 2_000, period: 'day' },
     credited: true,
     booked: [true, 3_500],
-    wallet: { enforced: true, balance_micros: 3_500, exists: true },
+    wallet: { enforced: true, balance_micros: 3_500, exists: true, rule: 'credited' },
     spend: { period: 'day', period_micros: 1_500, total_micros: 1_500 },
     exported: [['gen-req-1', 1_500]],
   });

@@ -46,14 +46,14 @@ const rid = () => `req-${++seq}-${randomBytes(3).toString('hex')}`;
 describe('credits and the wallet', () => {
   it('a credit shows in the balance, is idempotent on its reference and audited once as credit', async () => {
     const a = acct();
-    expect((await call('GET', `/v1/accounts/${a}`)).body).toEqual({ id: a, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD' });
+    expect((await call('GET', `/v1/accounts/${a}`)).body).toEqual({ id: a, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD' });
     const c = await call('POST', `/v1/accounts/${a}/credits`, { amount_micros: 12_500_000, reference: 'inv-1' });
     expect(c.status).toBe(200);
     expect(c.body).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: true, balance_micros: 12_500_000 });
     const again = await call('POST', `/v1/accounts/${a}/credits`, { amount_micros: 99, reference: 'inv-1' });
     expect(again.status).toBe(200);
     expect(again.body).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: false, balance_micros: 12_500_000 });
-    expect((await call('GET', `/v1/accounts/${a}`)).body.wallet).toEqual({ enforced: true, balance_micros: 12_500_000, exists: true });
+    expect((await call('GET', `/v1/accounts/${a}`)).body.wallet).toEqual({ enforced: true, balance_micros: 12_500_000, exists: true, rule: 'credited' });
     const audit = (await call('GET', `/v1/audit?account=${a}`)).body.events;
     expect(audit).toHaveLength(1);
     expect(audit[0]).toMatchObject({ action: 'credit', account: a, actor: { type: 'token', name: 'ops' }, changes: { amount_micros: 12_500_000, reference: 'inv-1' } });
@@ -90,7 +90,7 @@ describe('credits and the wallet', () => {
     expect(errOf(await call('POST', `/v1/accounts/${ACCT}/credits`, { amount_micros: -1 }, owner))).toEqual([403, 'FORBIDDEN']);
     expect(errOf(await call('POST', '/v1/usage', { bogus: true }, owner))).toEqual([403, 'FORBIDDEN']);
     expect(await settled()).toEqual(before);
-    expect((await call('GET', `/v1/accounts/${ACCT}`, undefined, owner)).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD' });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, undefined, owner)).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD' });
   });
 
   it('wallet at zero → 402 INSUFFICIENT_BALANCE at the sidecar; a credit lifts it on the next request', async () => {
@@ -102,7 +102,7 @@ describe('credits and the wallet', () => {
     const u = await call('POST', '/v1/usage', { key_id: k.body.id, amount_micros: 1_000, request_id: rid() });
     expect(u.body).toMatchObject({ booked: true, balance_micros: 0 });
     expect(await check(k.body.key)).toBe('INSUFFICIENT_BALANCE');
-    expect((await call('GET', `/v1/accounts/${a}`)).body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: true });
+    expect((await call('GET', `/v1/accounts/${a}`)).body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: true, rule: 'credited' });
     await call('POST', `/v1/accounts/${a}/credits`, { amount_micros: 1, reference: 'topup' });
     expect(await check(k.body.key)).toBe('allow');
   });

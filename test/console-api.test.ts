@@ -66,7 +66,7 @@ describe('keys', () => {
 
     const rolled = await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 3600 } });
     expect(rolled.status).toBe(201);
-    expect(rolled.body).toMatchObject({ name: 'ci-2', account: ACCT, models: ['openai/gpt-4o-mini'], rolled_from: c.body.id, status: 'active' });
+    expect(rolled.body).toMatchObject({ name: 'ci-2 (rolled)', account: ACCT, models: ['openai/gpt-4o-mini'], rolled_from: c.body.id, status: 'active' });
     expect(rolled.body.old).toMatchObject({ id: c.body.id, rolled_to: rolled.body.id, status: 'active' });
     expect(Date.parse(rolled.body.old.expires_at) - Date.now()).toBeGreaterThan(3500_000);
     expect(await check(c.body.key, 'openai/gpt-4o-mini')).toBe('ALLOW'); // within the grace
@@ -75,6 +75,7 @@ describe('keys', () => {
 
     const again = await call('POST', `/v1/keys/${rolled.body.id}/roll`); // grace 0: old revoked at once
     expect(again.status).toBe(201);
+    expect(again.body.name).toBe('ci-2 (rolled 2)');
     expect(again.body.old).toMatchObject({ id: rolled.body.id, status: 'revoked', rolled_to: again.body.id });
     expect(await check(rolled.body.key, 'openai/gpt-4o-mini')).toBe('INVALID_API_KEY');
 
@@ -121,11 +122,11 @@ describe('money on keys and accounts', () => {
     const c = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'metered', limit: { amount_micros: 2_000_000, period: 'month' } } });
     expect(c.status).toBe(201);
     expect(c.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 } });
-    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: false, balance_micros: 0, exists: false });
+    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
 
     await srv.console.creditAccount(acct, 10_000_000, `ref-${acct}`, CLI_ACTOR);
     await srv.console.recordUsage({ keyId: c.body.id, amountMicros: 2_000_000, requestId: `r-${acct}` });
-    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: true, balance_micros: 8_000_000, exists: true });
+    expect((await call('GET', `/v1/accounts/${acct}`)).body.wallet).toEqual({ enforced: true, balance_micros: 8_000_000, exists: true, rule: 'credited' });
     const shown = await call('GET', `/v1/keys/${c.body.id}`);
     expect(shown.body).toMatchObject({ limit: { amount_micros: 2_000_000, period: 'month' }, spend: { period_micros: 2_000_000, total_micros: 2_000_000 } });
     expect((await call('GET', `/v1/accounts/${acct}/keys`)).body.keys[0].spend).toMatchObject({ period_micros: 2_000_000, total_micros: 2_000_000 });
@@ -180,7 +181,7 @@ describe('auth and scope', () => {
     }
     expect((await call('PATCH', `/v1/keys/${theirs.body.id}`, { token: owner, body: { name: 'x' } })).status).toBe(404);
     expect((await call('GET', `/v1/keys/${theirs.body.id}`)).body.status).toBe('active'); // untouched
-    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
     // Operator operations need an all-accounts token.
     for (const [m, p, body] of [
       ['POST', `/v1/accounts/${ACCT}/disable`, undefined],
@@ -203,7 +204,7 @@ describe('auth and scope', () => {
   it('accounts: disable and enable (operator), and the sidecar follows', async () => {
     const acct = `dis-${randomBytes(4).toString('hex')}`;
     const k = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'k' } });
-    const noWallet = { enforced: false, balance_micros: 0, exists: false };
+    const noWallet = { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' };
     expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
     expect(await check(k.body.key)).toBe('USER_BLOCKED');
     expect((await call('GET', `/v1/accounts/${acct}`)).body.status).toBe('disabled');

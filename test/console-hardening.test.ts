@@ -11,12 +11,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
-import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS } from '../src/schema/money.ts';
+import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL, periodBounds } from '../src/schema/money.ts';
+import { rateKeys } from '../src/schema/rates.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, startStack } from './helpers/sidecars.ts';
+import { chatRequest, startStack, startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
 let db: Redis;
@@ -74,6 +75,12 @@ describe('rolling a key', () => {
     expect(await activeIds(a)).toEqual([first.body.id]);
     // Another body with the same Idempotency-Key is a conflict.
     expect(errOf(await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 5 }, headers }))).toEqual([409, 'CONFLICT']);
+    // Each replay showed the new key again: each is audited as a reveal of it (the conflict is not).
+    const events = (await call('GET', `/v1/audit?account=${a}`)).body.events as { action: string; key_id: string; changes: Record<string, unknown> }[];
+    const reveals = events.filter((e) => e.action === 'reveal');
+    expect(reveals).toHaveLength(5);
+    for (const e of reveals) expect([e.key_id, e.changes]).toEqual([first.body.id, { via: 'idempotent replay' }]);
+    expect(events.filter((e) => e.action !== 'reveal').map((e) => e.action)).toEqual(['roll', 'create']);
   });
 
   it('a grace-0 roll takes the old key out of the active set; a roll at the cap of 100 active keys works', async () => {
@@ -92,6 +99,30 @@ describe('rolling a key', () => {
     expect(await db.scard(srv.console.schema.accountActiveKeys(a))).toBe(100);
     expect((await call('GET', `/v1/keys/${ids[1]}`)).body.rolled_to).toBeNull();
     expect((await call('GET', `/v1/accounts/${a}/keys?limit=200`)).body.keys).toHaveLength(101);
+  });
+
+  it('the roll names the new key: NAME (rolled), (rolled 2)…, or the name asked for (API and library); a bad name changes nothing', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'ci' } });
+    const r1 = await call('POST', `/v1/keys/${c.body.id}/roll`, { body: { grace_seconds: 60 } });
+    expect([r1.body.name, r1.body.old.name]).toEqual(['ci (rolled)', 'ci']);
+    const r2 = await call('POST', `/v1/keys/${r1.body.id}/roll`, { body: { grace_seconds: 60 } });
+    expect([r2.body.name, r2.body.old.name]).toEqual(['ci (rolled 2)', 'ci (rolled)']);
+    // The name asked for, trimmed like a create's; one too long or empty is refused before anything changes.
+    for (const bad of ['x'.repeat(129), '   ', 'a\u202eb']) {
+      expect(errOf(await call('POST', `/v1/keys/${r2.body.id}/roll`, { body: { name: bad } }))).toEqual([400, 'INVALID_INPUT']);
+    }
+    expect((await call('GET', `/v1/keys/${r2.body.id}`)).body).toMatchObject({ status: 'active', rolled_to: null });
+    const r3 = await call('POST', `/v1/keys/${r2.body.id}/roll`, { body: { name: '  ci, third  ' } });
+    expect(r3.body.name).toBe('ci, third');
+    const lib = await srv.console.rollKey(r3.body.id, { name: 'ci from the library' }, CLI_ACTOR);
+    expect(lib.record.name).toBe('ci from the library');
+    const libDefault = await srv.console.rollKey(lib.id, { graceSeconds: 60 }, CLI_ACTOR);
+    expect([libDefault.record.name, libDefault.old.status]).toEqual(['ci from the library (rolled)', 'active']);
+    // The longest name: the default is cut to fit.
+    const long = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'y'.repeat(128) } });
+    const rl = await call('POST', `/v1/keys/${long.body.id}/roll`);
+    expect(rl.body.name).toBe(`${'y'.repeat(119)} (rolled)`);
   });
 
   it("a rolled key carries its predecessor's spend: a key at its total limit stays at it", async () => {
@@ -150,6 +181,71 @@ describe('exact integers', () => {
     expect(errOf(under)).toEqual([422, 'OUT_OF_RANGE']);
     expect(await db.hget(s.wallet(a), 'balance')).toBe(String(-MAX_BALANCE_MICROS));
   });
+
+  it('a token count of at most 10^12 is taken, one more is refused (400); nothing changes', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'counts' } });
+    const max = { key_id: c.body.id, amount_micros: 1, request_id: 'max', input_tokens: MAX_TOKEN_COUNT, output_tokens: MAX_TOKEN_COUNT };
+    expect((await call('POST', '/v1/usage', { body: max })).status).toBe(200);
+    for (const field of ['input_tokens', 'output_tokens']) {
+      const r = await call('POST', '/v1/usage', { body: { ...max, request_id: `over-${field}`, [field]: MAX_TOKEN_COUNT + 1 } });
+      expect(errOf(r)).toEqual([400, 'INVALID_INPUT']);
+    }
+    const k = await call('GET', `/v1/keys/${c.body.id}`);
+    expect(k.body.tokens.month).toEqual({ input: MAX_TOKEN_COUNT, output: MAX_TOKEN_COUNT });
+    expect(k.body.spend.total_micros).toBe(1);
+    await expect(srv.console.recordUsage({ keyId: c.body.id, amountMicros: 1, requestId: 'lib-over', inputTokens: MAX_TOKEN_COUNT + 1 })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+  });
+
+  for (const whose of ['key', 'account'] as const) {
+    it(`the ${whose}'s token totals: a record reaching 2^53 − 1 is booked, one past it is refused (422 OUT_OF_RANGE) and changes nothing`, async () => {
+      const a = acct();
+      const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'tokens' } });
+      const s = srv.console.schema;
+      expect((await call('POST', `/v1/accounts/${a}/credits`, { body: { amount_micros: 1_000, reference: 'c' } })).status).toBe(200);
+      const now = Date.now();
+      const hash = whose === 'key' ? s.tokens(a, c.body.id) : s.tokens(a);
+      // This month's input and output already sum to 2^53 − 1 − 10 (today's are lower).
+      await db.hset(hash, 'month_start', String(periodBounds('month', now).start), 'month_in', String(MAX_TOKEN_TOTAL - 12), 'month_out', '2');
+      const edge = { key_id: c.body.id, amount_micros: 7, request_id: 'edge', input_tokens: 4, output_tokens: 6 };
+      expect((await call('POST', '/v1/usage', { body: edge })).status).toBe(200);
+      const tokensOf = async () => (whose === 'key' ? (await call('GET', `/v1/keys/${c.body.id}`)).body.tokens : (await call('GET', `/v1/accounts/${a}`)).body.tokens);
+      expect((await tokensOf()).month).toEqual({ input: MAX_TOKEN_TOTAL - 8, output: 8 });
+      // Everything a record writes: wallet, ledger, spend, log, token counters and token-rate windows.
+      const state = async () => ({
+        tokens: await tokensOf(),
+        wallet: (await call('GET', `/v1/accounts/${a}`)).body.wallet,
+        ledger: (await call('GET', `/v1/accounts/${a}/ledger`)).body,
+        spend: (await call('GET', `/v1/keys/${c.body.id}`)).body.spend,
+        log: await db.xlen(s.usageLog(a)),
+        keyTokens: await db.hgetall(s.tokens(a, c.body.id)),
+        acctTokens: await db.hgetall(s.tokens(a)),
+        rates: await Promise.all([db.hgetall(rateKeys(s).tokens(a, c.body.id)), db.hgetall(rateKeys(s).tokens(a))]),
+      });
+      const before = await state();
+      for (const [i, counts] of [{ input_tokens: 1 }, { output_tokens: 1 }, { input_tokens: 1, output_tokens: 0 }].entries()) {
+        const over = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: `over-${i}`, ...counts } });
+        expect(errOf(over)).toEqual([422, 'OUT_OF_RANGE']);
+        expect(over.body.error.message).toContain('tokens');
+        expect(await db.exists(s.usageRequest(a, `over-${i}`))).toBe(0);
+      }
+      expect(await state()).toEqual(before);
+      expect(before.wallet.balance_micros).toBe(993);
+      // A record without counts still books: only the token totals are full.
+      expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 7, request_id: 'no-counts' } })).status).toBe(200);
+    });
+  }
+
+  it('a token-rate window that would pass 2^53 − 1 is refused the same way', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'rated', token_rate: { tokens: 1_000, per: 'day' } } });
+    const rec = rateKeys(srv.console.schema).tokens(a, c.body.id);
+    expect(await db.hget(rec, 'per')).toBe('day');
+    await db.hset(rec, 'w', String(periodBounds('day', Date.now()).start), 'used', String(MAX_TOKEN_TOTAL - 1));
+    expect((await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'edge', input_tokens: 1 } })).status).toBe(200);
+    expect(errOf(await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 1, request_id: 'over', output_tokens: 1 } }))).toEqual([422, 'OUT_OF_RANGE']);
+    expect(await db.hget(rec, 'used')).toBe(String(MAX_TOKEN_TOTAL));
+  });
 });
 
 describe('usage records and the export', () => {
@@ -163,7 +259,28 @@ describe('usage records and the export', () => {
     expect(same.body).toMatchObject({ booked: false, amount_micros: 700 });
     const other = await call('POST', '/v1/usage', { body: { ...first, amount_micros: 9 } });
     expect(errOf(other)).toEqual([409, 'CONFLICT']);
-    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'same-id', amount_micros: 700 });
+    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'same-id', amount_micros: 700, model: null, input_tokens: null, output_tokens: null });
+  });
+
+  it('a repeated request id with another model or token counts → 409 with the whole booked record; nothing changes', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'u' } });
+    const first = { key_id: c.body.id, amount_micros: 700, request_id: 'same', model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5 };
+    expect((await call('POST', '/v1/usage', { body: first })).body.booked).toBe(true);
+    const booked = { key_id: c.body.id, account: a, request_id: 'same', amount_micros: 700, model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5 };
+    const before = { log: await db.xlen(srv.console.schema.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body };
+    for (const change of [{ model: 'anthropic/claude-opus' }, { model: null }, { input_tokens: 11 }, { output_tokens: 0 }, { output_tokens: null }, { input_tokens: 5, output_tokens: 10 }]) {
+      const r = await call('POST', '/v1/usage', { body: { ...first, ...change } });
+      expect(errOf(r)).toEqual([409, 'CONFLICT']);
+      expect(r.body.booked).toEqual(booked);
+    }
+    await expect(srv.console.recordUsage({ keyId: c.body.id, amountMicros: 700, requestId: 'same', model: 'openai/gpt-4o', inputTokens: 10 })).rejects.toMatchObject({
+      code: 'CONFLICT',
+      booked: { keyId: c.body.id, account: a, requestId: 'same', amountMicros: 700, model: 'openai/gpt-4o', inputTokens: 10, outputTokens: 5 },
+    });
+    const same = await call('POST', '/v1/usage', { body: first });
+    expect([same.status, same.body.booked]).toEqual([200, false]);
+    expect({ log: await db.xlen(srv.console.schema.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body }).toEqual(before);
   });
 
   it('an account-scoped token without ?account= gets its own account’s entries only', async () => {
@@ -290,24 +407,59 @@ describe('rate limits', () => {
 });
 
 describe('wallet.enforced', () => {
-  it('reports the rule the sidecars apply: with KEYGATE_REQUIRE_WALLET a never-credited account is enforced, and refused with 402', async () => {
-    const stack = await startStack({ requireWallet: true });
-    const config = loadConsoleApiConfig({ port: 0, redisUrl: stack.redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: 'true' });
+  /** The first answer of a sidecar that is not a store timeout (a loaded machine can miss the deadline: not the answer under test). */
+  async function answer(sc: TestSidecar, key: string): Promise<string> {
+    let code = 'AUTH_UNAVAILABLE';
+    for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
+      const res = await sc.client.check(chatRequest(key, 'openai/gpt-4o'));
+      code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
+    }
+    return code;
+  }
+  async function consoleOn(redisUrl: string, requireWallet: boolean) {
+    const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: String(requireWallet) });
     const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
+    return { c, wallet: async (a: string) => (await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op })).body.wallet };
+  }
+
+  it("reports the rule the live sidecars apply, not the console's own setting: sidecars requiring wallets, a console that does not", async () => {
+    const stack = await startStack({ requireWallet: true });
+    const { c, wallet } = await consoleOn(stack.redis.url, false);
     try {
       const a = acct();
       const k = await c.console.createKey({ account: a, name: 'strict' }, CLI_ACTOR);
-      // A loaded machine can miss the sidecar's store deadline (503): that is not the answer under test.
-      let code = 'AUTH_UNAVAILABLE';
-      for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
-        const res = await stack.client.check(chatRequest(k.key, 'openai/gpt-4o'));
-        code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
-      }
-      expect(code).toBe('INSUFFICIENT_BALANCE');
-      const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
-      const info = await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op });
-      expect(info.body.wallet).toEqual({ enforced: true, balance_micros: 0, exists: false });
+      expect(await answer(stack, k.key)).toBe('INSUFFICIENT_BALANCE');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'required' });
+      expect((await c.console.accountInfo(a)).wallet).toEqual({ enforced: true, balance_micros: 0, rule: 'required' });
+      // A credited account is enforced by every sidecar whatever the setting.
+      await c.console.creditAccount(a, 5, 'c1');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 5, exists: true, rule: 'credited' });
     } finally {
+      await c.close();
+      await stack.close();
+    }
+  });
+
+  it('a console requiring wallets before sidecars that do not says not enforced; sidecars that differ say mixed; none live: the console’s own setting', async () => {
+    const stack = await startStack({ requireWallet: false });
+    const { c, wallet } = await consoleOn(stack.redis.url, true);
+    let strict: TestSidecar | null = null;
+    try {
+      const a = acct();
+      const k = await c.console.createKey({ account: a, name: 'lenient' }, CLI_ACTOR);
+      expect(await answer(stack, k.key)).toBe('ALLOW');
+      expect(await wallet(a)).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
+      strict = await startTestSidecar(stack.redis.url, { requireWallet: true });
+      expect(await answer(strict, k.key)).toBe('INSUFFICIENT_BALANCE');
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'mixed' });
+      await strict.close();
+      strict = null;
+      expect(await wallet(a)).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
+      await stack.sidecar.close();
+      expect(await wallet(a)).toEqual({ enforced: true, balance_micros: 0, exists: false, rule: 'unreported' });
+    } finally {
+      await strict?.close();
       await c.close();
       await stack.close();
     }

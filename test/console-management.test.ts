@@ -94,7 +94,7 @@ describe('Redis Cluster', () => {
     await mc.updateKey(k.id, { name: 'c2' }, CLI_ACTOR);
     expect((await mc.revealKey(k.id, CLI_ACTOR)).key).toBe(k.key);
     const rolled = await mc.rollKey(k.id, 0, CLI_ACTOR);
-    expect(rolled.record).toMatchObject({ name: 'c2', rolledFrom: k.id });
+    expect(rolled.record).toMatchObject({ name: 'c2 (rolled)', rolledFrom: k.id });
     expect(rolled.old).toMatchObject({ status: 'revoked', rolledTo: rolled.id, models: ['openai/*'] });
     expect((await mc.listKeys(a)).filter((x) => x.status === 'active').map((x) => x.id)).toEqual([rolled.id]);
     await mc.revokeKey(rolled.id, CLI_ACTOR);

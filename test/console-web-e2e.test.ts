@@ -306,8 +306,12 @@ describe('the API keys page', () => {
     expect(await gateway(key, 'anthropic/claude-sonnet-4')).toBe('allow');
   });
 
-  it('rolls the key: a new key named "… (rolled)" with the same settings; the old one stops at once', async () => {
+  it('rolls the key: a new key named "… (rolled)" by the roll itself, with the same settings; the old one stops at once', async () => {
     const { page } = browser;
+    // The console names the new key in the roll: the page sends no change of its own.
+    const writes: string[] = [];
+    const onRequest = (r: { method(): string; url(): string }) => void (r.method() !== 'GET' && writes.push(`${r.method()} ${new URL(r.url()).pathname}`));
+    page.on('request', onRequest);
     await row(page, 'ci pipeline').getByRole('button', { name: 'Roll' }).click();
     await page.getByRole('dialog').getByText('it is named “ci pipeline (rolled)”').waitFor();
     await axe(page, 'roll dialog');
@@ -318,6 +322,8 @@ describe('the API keys page', () => {
     expect(rolled).not.toBe(key);
     await page.getByRole('dialog').getByRole('button', { name: 'Done' }).click();
     await row(page, 'ci pipeline (rolled)').waitFor();
+    page.off('request', onRequest);
+    expect(writes).toEqual([expect.stringMatching(/^POST \/v1\/keys\/key_\w+\/roll$/)]);
     // The old key is revoked: hidden under the default Status (Current).
     await poll(() => namesShown(page)).toEqual(['ci pipeline (rolled)']);
     expect(await gateway(rolled, 'anthropic/claude-sonnet-4')).toBe('allow');

@@ -49,13 +49,13 @@ it('the README curl session runs: create, list, reveal, restrict, roll, revoke, 
   expect(lines[0]).toMatch(/^\{"id":"key_\w+","key":"kg_\w+","models":\["openai\/\*"\]/);
   expect(stdout).toContain('"models":["openai/gpt-4o-mini"]');
   expect(stdout).toMatch(/"status":"revoked","rolled_to":"key_\w+"/);
-  expect(stdout).toMatch(/\{"id":"acct-42","status":"disabled","wallet":\{"enforced":false,"balance_micros":0,"exists":false\}[^\n]*"currency":"USD"/);
+  expect(stdout).toMatch(/\{"id":"acct-42","status":"disabled","wallet":\{"enforced":false,"balance_micros":0,"exists":false,"rule":"unreported"\}[^\n]*"currency":"USD"/);
   expect(stdout).toMatch(/"action":"enable","actor":"ops"/);
   expect(stdout).toContain('{"error":{"code":"INVALID_INPUT","message":"body: unknown field \\"nmae\\""}}');
   // The wallet steps: a credit, a usage record and its repeat, the account, a raised limit, the export.
   expect(stdout).toContain('{"account":"acct-42","reference":"inv-001","amount_micros":10000000,"credited":true,"balance_micros":10000000}');
   expect(stdout).toContain('{"booked":true,"balance_micros":9250000}\n{"booked":false,"balance_micros":null}');
-  expect(stdout).toMatch(/\{"id":"acct-42","status":"active","wallet":\{"enforced":true,"balance_micros":9250000,"exists":true\}[^\n]*"currency":"USD"/);
+  expect(stdout).toMatch(/\{"id":"acct-42","status":"active","wallet":\{"enforced":true,"balance_micros":9250000,"exists":true,"rule":"credited"\}[^\n]*"currency":"USD"/);
   expect(stdout).toContain('{"limit":{"amount_micros":20000000,"period":"week"},"spend":{"period":"week","period_micros":750000,"total_micros":750000}}');
   expect(stdout).toContain('{"request_id":"req-1","amount_micros":750000,"model":"openai/gpt-4o"}');
 }, 120_000);

@@ -288,7 +288,9 @@ export function registerConsoleCommands(program: Command): void {
     await withConsole(o, async (kc) => {
       const a = await kc.accountInfo(account);
       if (o.json) return json(accountJson(a));
-      const wallet = a.wallet.enforced ? `balance ${formatAmount(a.wallet.balance_micros)} (enforced)` : 'no wallet (not metered)';
+      const wallet = !a.wallet.enforced
+        ? 'no wallet (not metered)'
+        : `balance ${formatAmount(a.wallet.balance_micros)} (${a.wallet.rule === 'mixed' ? 'enforced by some sidecars, not all' : 'enforced'})`;
       out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
     });
   });

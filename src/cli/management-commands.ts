@@ -1,7 +1,7 @@
 /**
  * CLI commands of management (roll, tokens, audit), on the same console service as the management API:
  *   console [--redis URL] [--port N]                   the management API server
- *   keys roll KEY_ID [--grace SECONDS] [--json]
+ *   keys roll KEY_ID [--grace SECONDS] [--name NAME] [--json]
  *   tokens create --name NAME (--all-accounts | --account ID) [--json]
  *   tokens list [--json]          tokens revoke TOKEN_ID
  *   audit list [--account ID] [--limit N] [--json]
@@ -48,10 +48,11 @@ export function registerManagementCommands(program: Command): void {
       .command('roll')
       .description('replace a key with a new one of the same settings; the old one expires after the grace (default 0: at once)')
       .argument('<key-id>', 'key id')
-      .option('--grace <seconds>', 'seconds the old key keeps working (default 0)', intArg('--grace', 30 * 86400)),
-  ).action(async (keyId: string, o: Common & { grace?: number }) => {
+      .option('--grace <seconds>', 'seconds the old key keeps working (default 0)', intArg('--grace', 30 * 86400))
+      .option('--name <name>', 'the new key\'s name (default: the old name with " (rolled)", then " (rolled 2)"…)'),
+  ).action(async (keyId: string, o: Common & { grace?: number; name?: string }) => {
     await withConsole(o, async (mc) => {
-      const r = await mc.rollKey(keyId, o.grace ?? 0, CLI_ACTOR);
+      const r = await mc.rollKey(keyId, { graceSeconds: o.grace ?? 0, name: o.name ?? null }, CLI_ACTOR);
       if (o.json) return json({ ...recordJson(r.record), key: r.key, rolled_from: keyId, old: { ...recordJson(r.old), rolled_to: r.id } });
       out(`Rolled key ${keyId} to ${r.id}; the old key ${o.grace ? `expires at ${iso(r.old.expiresAt)}` : 'is revoked'}.`);
       out(`Store it now; \`keygate keys reveal ${r.id}\` shows it again:`);

@@ -58,7 +58,7 @@ export type ConsoleApiConfig = z.infer<typeof consoleApiConfigSchema> & {
   readonly redisUrl: string;
   readonly redisNamespace: string;
   readonly keyPrefix: string;
-  /** `KEYGATE_REQUIRE_WALLET`, read like the sidecars read it: an account never credited is refused (402). */
+  /** `KEYGATE_REQUIRE_WALLET`, read like the sidecars read it: `wallet.enforced` while no live sidecar has published its own. */
   readonly requireWallet: boolean;
   readonly logLevel: string;
   readonly drainDelayMs: number;

@@ -29,7 +29,7 @@ export interface ConsoleServer {
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
 export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
-  // The wallet rule the sidecars apply (`wallet.enforced`): the same setting, read the same way.
+  // `wallet.enforced` is what the live sidecars publish; this console's own setting only when none has.
   const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
   let draining = false;
   const ready = () => !draining && mc.redis.status === 'ready';

@@ -269,7 +269,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         req,
         `POST /v1/keys/${oldId}/roll ${canonical(req.body)}`,
         async () => {
-          const rolled = await mc.rollKey(oldId, req.body.grace_seconds ?? 0, principal(req).actor);
+          const rolled = await mc.rollKey(oldId, { graceSeconds: req.body.grace_seconds ?? 0, name: req.body.name ?? null }, principal(req).actor);
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },
@@ -377,9 +377,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         );
       } catch (err) {
         if (!(err instanceof UsageConflict)) throw err;
-        // The request id is booked with another key or amount: the booked record, so the router can reconcile.
+        // The request id is booked with another body: the booked record, so the router can reconcile.
         const k = err.booked;
-        return reply.code(409).send({ ...new ApiError('CONFLICT', err.message).body(), booked: { key_id: k.keyId, account: k.account, request_id: k.requestId, amount_micros: k.amountMicros } });
+        const booked = { key_id: k.keyId, account: k.account, request_id: k.requestId, amount_micros: k.amountMicros, model: k.model, input_tokens: k.inputTokens, output_tokens: k.outputTokens };
+        return reply.code(409).send({ ...new ApiError('CONFLICT', err.message).body(), booked });
       }
     },
   );

@@ -6,7 +6,8 @@
 import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN, TOKEN_ID_RULE } from '../console/management.ts';
 import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
-import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS } from '../schema/money.ts';
+import { WALLET_RULES } from '../console/wallet.ts';
+import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
 import { KEY_SORTS, KEY_STATES, KEY_STATUS_FILTERS, PAGE_DEFAULT, PAGE_MAX } from '../core/key-page.ts';
@@ -52,7 +53,7 @@ const Limit = z.strictObject({
   period: period.describe('day, week (Monday to Sunday), month (calendar) or total; periods reset at 00:00 UTC'),
 });
 const bookRef = (what: string) => z.string().regex(BOOK_ID_PATTERN, `must be ${BOOK_ID_RULE} (${what})`);
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const count = z.number().int().min(0).max(MAX_TOKEN_COUNT).describe(`a token count, 0-${MAX_TOKEN_COUNT}; a record that would take a token total (input plus output, today, this month or a token-rate window; key or account) above ${MAX_TOKEN_TOTAL} is refused with 422 OUT_OF_RANGE`);
 
 const per = z.enum(RATE_UNITS, { error: `the window must be one of ${RATE_UNITS.join(', ')}` }).describe('the window: second, minute, hour or day (fixed, aligned to UTC)');
 /** A count per window: one message for every way it can be wrong (not a number, a fraction, out of range). */
@@ -135,7 +136,12 @@ export const UsageQuery = z.strictObject({
 });
 
 export const RollKeyBody = z
-  .strictObject({ grace_seconds: z.number().int().min(0).max(30 * 86400).optional().describe('seconds the old key keeps working; default 0 (revoked at once)') })
+  .strictObject({
+    grace_seconds: z.number().int().min(0).max(30 * 86400).optional().describe('seconds the old key keeps working; default 0 (revoked at once)'),
+    name: name
+      .optional()
+      .describe(`the new key's name (1-${LIMITS.nameMaxChars} characters); default the old name with " (rolled)", or " (rolled 2)", " (rolled 3)"… when it already ends so, cut to fit`),
+  })
   .describe('may be empty or left out');
 
 export const CreateTokenBody = z.strictObject({
@@ -212,10 +218,15 @@ export const Account = z.object({
     enforced: z
       .boolean()
       .describe(
-        'requests are refused (402) at a balance of zero or below: the account was credited (every sidecar), or it never was and KEYGATE_REQUIRE_WALLET is true (the setting this console and the sidecars read; set it alike on both)',
+        "a request of this account can be refused (402) at a balance of zero or below: the account was credited (every sidecar enforces it), or it never was and at least one live sidecar runs with KEYGATE_REQUIRE_WALLET=true (see rule)",
       ),
     balance_micros: z.number().int(),
     exists: z.boolean().optional().describe('false: the account has no wallet (it was never credited)'),
+    rule: z
+      .enum(WALLET_RULES)
+      .describe(
+        "why: credited (a wallet exists: every sidecar enforces it); otherwise what the live sidecars publish of their KEYGATE_REQUIRE_WALLET: required (every one refuses), not-required (none does), mixed (they differ: a request is refused or not depending on the sidecar that checks it), unreported (no live sidecar published a setting: enforced is this console's own KEYGATE_REQUIRE_WALLET)",
+      ),
   }),
   tokens: Tokens,
   rate: RequestRate.nullable(),
@@ -304,7 +315,7 @@ export const AuditList = z.object({ events: z.array(AuditEvent) });
 export const ErrorBody = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
 export const UsageConflictBody = ErrorBody.extend({
   booked: z
-    .object({ key_id: z.string(), account: z.string(), request_id: z.string(), amount_micros: z.number().int() })
-    .describe('the record booked first under this request id (it stands; nothing was changed)'),
+    .object(UsageEntry.pick({ key_id: true, account: true, request_id: true, amount_micros: true, model: true, input_tokens: true, output_tokens: true }).shape)
+    .describe('the record booked first under this request id (it stands; nothing was changed); a repeat differing in any of these fields is this conflict'),
 });
 export const Health = z.object({ status: z.string() });

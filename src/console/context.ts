@@ -33,7 +33,7 @@ export interface KeyConsoleOptions {
   readonly maxActiveKeysPerAccount?: number;
   /** Command timeout when `redis` is a URL (default 5000 ms). */
   readonly commandTimeoutMs?: number;
-  /** The deployment refuses accounts without a wallet (`KEYGATE_REQUIRE_WALLET`); shown as `wallet.enforced`. */
+  /** `KEYGATE_REQUIRE_WALLET`: shown as `wallet.enforced` of an account without a wallet only while no live sidecar has published its own (`wallet.rule` `unreported`). */
   readonly requireWallet?: boolean;
   /** How long a usage record's request id is remembered (default 7 days). */
   readonly usageIdempotencySeconds?: number;

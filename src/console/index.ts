@@ -13,6 +13,7 @@ export {
   type ManagedKey,
   type CreatedKey,
   type CreateKeyInput,
+  type RollOptions,
   type ExpiryInput,
   type KeyUpdate,
   type RevokeResult,

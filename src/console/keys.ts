@@ -7,6 +7,7 @@
  * plain call) it writes the change alone.
  */
 import { randomInt } from 'node:crypto';
+import { rolledName } from '../core/key-rules.ts';
 import { openSecret, sealSecret } from '../keys/crypto.ts';
 import { BASE62, generateKey, keyDigest, maskKey } from '../keys/format.ts';
 import { encodeKeyRecord, encodeModels, KeyField, parseKeyRecord, SCHEMA_VERSION, type KeyRecord } from '../schema/redis-schema.ts';
@@ -129,18 +130,28 @@ export async function createKey(ctx: ConsoleContext, input: CreateKeyInput, acto
   throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
 }
 
+/** What a roll may be given: the old key's grace (seconds, default 0) and the new key's name. */
+export interface RollOptions {
+  readonly graceSeconds?: number;
+  /** The new key's name (validated like a create's); default `rolledName(old name)`. */
+  readonly name?: string | null;
+}
+
 /**
- * Replaces an active key with a new one of the same account, name, models and expiry, carrying its
+ * Replaces an active key with a new one of the same account, models and expiry, named by the roll
+ * (`RollOptions.name`, else "NAME (rolled)", "NAME (rolled 2)"…: `rolledName`), carrying its
  * spend record (every period, the total and the limit: rolling never resets a spend limit). Exactly
  * one roll of a key succeeds: the "already rolled" check and the new key are one script (on Cluster
  * the old record is claimed for the new key first). Another roll gets REVOKED ("already rolled").
  * The old key is revoked at once (`graceSeconds` 0; then it does not count against the active-key
  * limit) or expires after the grace. Both records name each other (`rolled_to`/`rolled_from`).
  */
-export async function rollKey(ctx: ConsoleContext, keyId: string, graceSeconds = 0, actor?: Actor): Promise<CreatedKey & { old: ManagedKey }> {
+export async function rollKey(ctx: ConsoleContext, keyId: string, options: RollOptions = {}, actor?: Actor): Promise<CreatedKey & { old: ManagedKey }> {
+  const graceSeconds = options.graceSeconds ?? 0;
   if (!Number.isSafeInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_ROLL_GRACE_SECONDS) {
     throw new ConsoleError('INVALID_INPUT', 'grace_seconds must be an integer from 0 to 2592000 (30 days)');
   }
+  const asked = options.name === undefined || options.name === null ? null : validateName(options.name);
   validateKeyId(keyId);
   const graceMs = graceSeconds * 1000;
   const s = ctx.schema;
@@ -149,18 +160,19 @@ export async function rollKey(ctx: ConsoleContext, keyId: string, graceSeconds =
   if (old.status === 'revoked') throw new ConsoleError('REVOKED', `key ${keyId} is revoked; revoked keys cannot be rolled`);
   const ring = ctx.keyring();
   const account = old.account;
+  const name = asked ?? rolledName(old.name);
   const write = auditWrite(ctx, actor, 'roll');
   for (let attempt = 0; attempt < 3; attempt++) {
     const key = generateKey(ctx.keyPrefix);
     const id = generateKeyId();
     const digest = keyDigest(key);
     const fields = [
-      ...encodeKeyRecord({ id, account, name: old.name, models: old.models, expiresAt: old.expiresAt, hint: maskKey(key, ctx.keyPrefix), secret: sealSecret(ring, id, key) }),
+      ...encodeKeyRecord({ id, account, name, models: old.models, expiresAt: old.expiresAt, hint: maskKey(key, ctx.keyPrefix), secret: sealSecret(ring, id, key) }),
       KeyField.rolledFrom,
       keyId,
     ];
     const expiryArg = old.expiresAt === null ? '' : String(old.expiresAt);
-    const ev = write && { audit: write, account, keyId, changes: { rolled_to: id, grace_seconds: graceSeconds } };
+    const ev = write && { audit: write, account, keyId, changes: { rolled_to: id, grace_seconds: graceSeconds, name } };
     // The spend first, like a create's limit: the new key is usable only once its record exists.
     await ctx.money.copySpend(account, keyId, id);
     const result = ctx.isCluster

@@ -26,7 +26,7 @@ import { ConsoleContext, type KeyConsoleOptions } from './context.ts';
 import * as keys from './keys.ts';
 import * as accounts from './accounts.ts';
 import * as mgmt from './management.ts';
-import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult } from './keys.ts';
+import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult, RollOptions } from './keys.ts';
 import type { AccountInfo, AccountResult } from './accounts.ts';
 import type { Actor, AuditAction, AuditEvent, IdempotencyClaim, TokenRecord } from './management.ts';
 import type { RateSettings, RatesPatch } from './rates.ts';
@@ -86,9 +86,13 @@ export class ConsoleService {
     return keys.createKey(this.#c, input, actor);
   }
 
-  /** A new key in the place of an active one, carrying its spend; the old one expires after `graceSeconds` (0: revoked at once). */
-  rollKey(keyId: string, graceSeconds = 0, actor?: Actor): Promise<CreatedKey & { old: ManagedKey }> {
-    return keys.rollKey(this.#c, keyId, graceSeconds, actor);
+  /**
+   * A new key in the place of an active one, carrying its spend; the old one expires after
+   * `graceSeconds` (0: revoked at once). The new key is named `name`, by default the old name with
+   * " (rolled)" (then " (rolled 2)"…: `rolledName`). A number is `graceSeconds` alone.
+   */
+  rollKey(keyId: string, options: number | RollOptions = {}, actor?: Actor): Promise<CreatedKey & { old: ManagedKey }> {
+    return keys.rollKey(this.#c, keyId, typeof options === 'number' ? { graceSeconds: options } : options, actor);
   }
 
   /** One key's record with its roll relations (never plaintext). */

@@ -8,7 +8,7 @@ import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRat
 import type { AccountInfo } from './accounts.ts';
 import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
-import type { CreditResult, UsageResult } from './wallet.ts';
+import type { CreditResult, UsageResult, WalletRule } from './wallet.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -94,7 +94,7 @@ export function keyJson(v: KeyView): KeyJson {
 export function accountJson(a: AccountInfo): {
   id: string;
   status: AccountInfo['status'];
-  wallet: { enforced: boolean; balance_micros: number };
+  wallet: { enforced: boolean; balance_micros: number; rule: WalletRule };
   rate: ApiRequestRate | null;
   token_rate: ApiTokenRate | null;
   rate_use: RateUseJson;
@@ -103,7 +103,7 @@ export function accountJson(a: AccountInfo): {
   return {
     id: a.id,
     status: a.status,
-    wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros },
+    wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros, rule: a.wallet.rule },
     ...ratesJson(a.rates),
     rate_use: rateUseJson(a.rateUse),
     tokens: tokensJson(a.tokens),

@@ -11,6 +11,8 @@ import {
   LIMIT_PERIODS,
   MAX_AMOUNT_MICROS,
   MAX_BALANCE_MICROS,
+  MAX_TOKEN_COUNT,
+  MAX_TOKEN_TOTAL,
   parseKeySpend,
   parseKeyUse,
   parseTokenCounters,
@@ -29,6 +31,7 @@ import {
 } from '../schema/money.ts';
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
+import { liveSidecars } from '../store/sidecar-settings.ts';
 import { ConsoleError } from './errors.ts';
 import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
@@ -78,10 +81,21 @@ export interface CreditResult {
   readonly balanceMicros: number;
 }
 
+/**
+ * Why `enforced` says what it says (docs/decisions.md, "Who says a wallet is enforced"):
+ * `credited`: the account has a wallet, which every sidecar enforces; without one, what the live
+ * sidecars publish of their `KEYGATE_REQUIRE_WALLET`: `required` (all refuse), `not-required`
+ * (none does), `mixed` (some do: a request may be refused or not depending on the sidecar), or
+ * `unreported` (no live sidecar published one: the console's own setting is the answer).
+ */
+export type WalletRule = 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported';
+export const WALLET_RULES: readonly WalletRule[] = ['credited', 'required', 'not-required', 'mixed', 'unreported'];
+
 export interface AccountWallet {
-  /** The wallet is enforced: the account was credited at least once, or the deployment requires wallets. */
+  /** A request of the account can be refused (402) at a balance of zero or below: see `rule`. */
   readonly enforced: boolean;
   readonly balance_micros: number;
+  readonly rule: WalletRule;
 }
 
 /** Usage of one key as the console shows it. */
@@ -95,9 +109,21 @@ export interface KeyUsage {
   readonly tokens: TokenTotals;
 }
 
-/** A usage record that repeats a booked request id with another key or amount: carries the booked record. */
+/** The record booked first under a request id, as a repeat with another body is answered. */
+export interface BookedUsage {
+  readonly keyId: string;
+  readonly account: string;
+  readonly requestId: string;
+  readonly amountMicros: number;
+  /** null: none given (or booked before the record was kept whole). */
+  readonly model: string | null;
+  readonly inputTokens: number | null;
+  readonly outputTokens: number | null;
+}
+
+/** A usage record that repeats a booked request id with another key, amount, model or token counts: carries the booked record. */
 export class UsageConflict extends ConsoleError {
-  readonly booked: { readonly keyId: string; readonly account: string; readonly requestId: string; readonly amountMicros: number };
+  readonly booked: BookedUsage;
   constructor(message: string, booked: UsageConflict['booked']) {
     super('CONFLICT', message);
     this.booked = booked;
@@ -124,7 +150,7 @@ const MODEL_TEXT = /^[A-Za-z0-9._:@/+=,~-]{1,256}$/;
 
 function optionalCount(v: unknown, what: string): string {
   if (v === undefined || v === null) return '';
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw bad(`${what} must be a non-negative integer`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > MAX_TOKEN_COUNT) throw bad(`${what} must be a non-negative integer, at most ${MAX_TOKEN_COUNT}`);
   return String(v);
 }
 
@@ -210,17 +236,29 @@ export class WalletOps {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
       case 'DUP': {
-        const [firstKey, firstAmount] = String(r[1]).split(':') as [string, string | undefined];
-        const booked = { keyId: firstKey, account, requestId: input.requestId, amountMicros: Number(firstAmount) };
-        if (firstKey !== keyId || booked.amountMicros !== amount) {
-          throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key or amount; nothing was changed`, booked);
-        }
-        return { booked: false, ...booked, balanceMicros: null };
+        // "keyId:amount:fingerprint:input:output:model" (the model may hold ':'); "keyId:amount" when booked before fingerprints
+        const [firstKey = '', firstAmount, fingerprint, firstIn, firstOut, ...modelParts] = String(r[1]).split(':');
+        const countOf = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
+        const firstModel = modelParts.join(':');
+        const booked: BookedUsage = {
+          keyId: firstKey,
+          account,
+          requestId: input.requestId,
+          amountMicros: Number(firstAmount),
+          model: firstModel === '' ? null : firstModel,
+          inputTokens: countOf(firstIn),
+          outputTokens: countOf(firstOut),
+        };
+        const same = fingerprint === undefined ? firstKey === keyId && booked.amountMicros === amount : fingerprint === r[2];
+        if (!same) throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key, amount, model or token counts; nothing was changed`, booked);
+        return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
       }
       case 'FLOOR':
         throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
       case 'TOTAL':
         throw new ConsoleError('RANGE', `the record would take key ${keyId}'s total spend above ${MAX_BALANCE_MICROS} micro-units (total ${r[1]}); nothing was changed`);
+      case 'TOKENS':
+        throw new ConsoleError('RANGE', `the record's tokens would take ${tokenTotalNamed(String(r[1]), keyId)} above ${MAX_TOKEN_TOTAL} (input plus output); nothing was changed`);
       default:
         throw new ConsoleError('CORRUPT', `key ${keyId}: unexpected answer from the usage script`);
     }
@@ -256,7 +294,11 @@ export class WalletOps {
     validateAccountId(account);
     const bal = await this.#redis.hget(this.#s.wallet(account), WalletField.balance);
     if (bal !== null && !/^-?\d{1,17}$/.test(bal)) throw new ConsoleError('CORRUPT', `account ${account}: wallet balance is not an integer`);
-    return { enforced: bal !== null || this.#o.requireWallet, balance_micros: bal === null ? 0 : Number(bal) };
+    if (bal !== null) return { enforced: true, balance_micros: Number(bal), rule: 'credited' };
+    const live = await liveSidecars(this.#redis, this.#s.sidecars());
+    const rule: WalletRule =
+      live.requiring + live.notRequiring === 0 ? 'unreported' : live.notRequiring === 0 ? 'required' : live.requiring === 0 ? 'not-required' : 'mixed';
+    return { enforced: rule === 'unreported' ? this.#o.requireWallet : rule !== 'not-required', balance_micros: 0, rule };
   }
 
   /** Usage of keys (one account or several), read in one round of parallel reads. */
@@ -332,6 +374,15 @@ export class WalletOps {
     const [sec, micro] = redis instanceof Cluster ? await redis.nodes('master')[0]!.time() : await redis.time();
     return Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
   }
+}
+
+/** RECORD_USAGE's TOKENS answer ("key month 123", "account window 5", "count") in words. */
+function tokenTotalNamed(answer: string, keyId: string): string {
+  const [whose, period, total] = answer.split(' ');
+  if (period === undefined) return `a count above ${MAX_TOKEN_COUNT}`;
+  const owner = whose === 'key' ? `key ${keyId}'s` : "the account's";
+  const what = period === 'window' ? 'token-rate window' : period === 'day' ? 'tokens today' : 'tokens this month';
+  return `${owner} ${what} (now ${total})`;
 }
 
 function compareIds(a: string, b: string): number {

@@ -19,6 +19,20 @@ export const MAX_AMOUNT_MICROS = 1_000_000_000_000_000;
 /** Characters that are never part of a name: C0/C1 controls, line/paragraph separators, bidi overrides. */
 export const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
+/**
+ * The name a roll gives the new key when none is asked for: "NAME (rolled)", and when the old
+ * name already ends so, the next number: "NAME (rolled 2)", "NAME (rolled 3)"… — so the old key
+ * (in its grace) and the new one never share a name. The name is cut (by characters, with no
+ * space left before the suffix) so that the whole stays within `max` characters.
+ */
+export function rolledName(name: string, max: number = KEY_LIMITS.nameMaxChars): string {
+  const m = / \(rolled(?: ([1-9]\d{0,8}))?\)$/.exec(name);
+  const base = m ? name.slice(0, m.index) : name;
+  const n = m ? (m[1] === undefined ? 2 : Number(m[1]) + 1) : 1;
+  const suffix = n === 1 ? ' (rolled)' : ` (rolled ${n})`;
+  return [...base].slice(0, Math.max(0, max - suffix.length)).join('').trimEnd() + suffix;
+}
+
 /** What is wrong with a key name, or null. */
 export function nameProblem(name: string): string | null {
   const n = name.trim().normalize('NFC');

@@ -86,8 +86,8 @@ type WithRecordUsage = { kgRecordUsage(...args: string[]): Promise<unknown> };
 
 function resultOf(r: unknown): BookResult {
   const tag = Array.isArray(r) ? r[0] : null;
-  // FLOOR: the wallet's floor; TOTAL: the key's total spend bound — both refused, never retried
-  return tag === 'OK' ? 'booked' : tag === 'DUP' ? 'duplicate' : tag === 'FLOOR' || tag === 'TOTAL' ? 'floor' : 'error';
+  // FLOOR: the wallet's floor; TOTAL: the key's total spend bound; TOKENS: a token total's bound — refused, never retried
+  return tag === 'OK' ? 'booked' : tag === 'DUP' ? 'duplicate' : tag === 'FLOOR' || tag === 'TOTAL' || tag === 'TOKENS' ? 'floor' : 'error';
 }
 
 /** The write to Redis: RECORD_USAGE per booking, pipelined (Cluster: each to its account's node at once). */

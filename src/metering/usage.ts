@@ -18,6 +18,7 @@
 import type { Family } from '../core/family.ts';
 import { pathOnly } from '../core/family.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
+import { MAX_TOKEN_COUNT } from '../schema/money.ts';
 import { arr, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
 
 export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
@@ -159,7 +160,7 @@ export interface Anomalies {
   badCounts: number;
   /** A model name that was not a short plain string (ignored). */
   badModel: number;
-  /** Parts that are inconsistent (cached > input, reasoning > output), clamped. */
+  /** Parts that are inconsistent (cached > input, reasoning > output), or an input or output count above MAX_TOKEN_COUNT: clamped. */
   clamped: number;
 }
 
@@ -300,6 +301,15 @@ export function normalise(family: Family, kind: EndpointKind, u: UsageState, req
   else if (!seen(OUT) || u.outputProvisional) {
     estimated = true;
     output = Math.max(output, estimateTokens(u.text));
+  }
+  // A booking carries at most MAX_TOKEN_COUNT per count, like a usage record (the reader takes parts up to 2^40 each).
+  if (input > MAX_TOKEN_COUNT) {
+    u.anomalies.clamped++;
+    input = MAX_TOKEN_COUNT;
+  }
+  if (output > MAX_TOKEN_COUNT) {
+    u.anomalies.clamped++;
+    output = MAX_TOKEN_COUNT;
   }
   if (cached + cacheWrite > input) {
     u.anomalies.clamped++;

@@ -9,7 +9,7 @@
  * holds (new period, raised or removed limit). Recording usage below a threshold never touches it,
  * so it never invalidates a sidecar's cache.
  */
-import { LUA_PERIODS } from './money.ts';
+import { LUA_PERIODS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from './money.ts';
 import { LUA_TOKEN_RATES } from './rate-scripts.ts';
 import { rateKeys } from './rates.ts';
 import { KEY_DAYS_KEPT, type Schema } from './redis-schema.ts';
@@ -126,6 +126,31 @@ local function roll_tokens(hash, tin, tout)
 end
 `;
 
+/**
+ * `tokens_over(hash, what, tin, tout)` and `rate_over(rec, what, tokens)`: read only, before any
+ * write. Whether adding a record's counts would take a token counter record's input plus output
+ * (today's or this month's) or a token-rate window past MAX_TOKEN_TOTAL: nil when it fits, else
+ * "what period total" for the refusal. Every value read is at most MAX_TOKEN_TOTAL and every count at
+ * most MAX_TOKEN_COUNT, so the sums are exact in Lua's doubles (below 2^53 + 2^41).
+ */
+const TOKEN_BOUNDS = `
+local function tokens_over(hash, what, tin, tout)
+  for _, period in ipairs({'day', 'month'}) do
+    local r = redis.call('HMGET', hash, period .. '_start', period .. '_in', period .. '_out')
+    if r[1] and tonumber(r[1]) == period_bounds(period, now) then
+      local total = tonumber(r[2] or '0') + tonumber(r[3] or '0')
+      if total + tin + tout > ${MAX_TOKEN_TOTAL} then return what .. ' ' .. period .. ' ' .. fmt(total) end
+    end
+  end
+  return nil
+end
+local function rate_over(rec, what, tokens)
+  local used = token_window_used(rec, now)
+  if used + tokens > ${MAX_TOKEN_TOTAL} then return what .. ' window ' .. fmt(used) end
+  return nil
+end
+`;
+
 /** The number of KEYS of RECORD_USAGE. */
 export const RECORD_USAGE_KEYS = 12;
 
@@ -168,12 +193,22 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  * KEYS 12 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
  * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
  * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id, events written}
- *   | {'DUP', "keyId:amount" of the first record} | {'FLOOR', balance} | {'TOTAL', the key's total spend}
+ *   | {'DUP', the first record's "keyId:amount:fingerprint:input:output:model", this call's fingerprint}
+ *   | {'FLOOR', balance} | {'TOTAL', the key's total spend}
+ *   | {'TOKENS', "<key|account> <day|month|window> <its tokens>", or "count" for a count above MAX_TOKEN_COUNT}
  * The key's total spend (and so every period's) stays at most ARGV[6], like the balance: exact in Lua.
+ * Every token total (counters and rate windows, input plus output) stays at most MAX_TOKEN_TOTAL:
+ * all are checked before the first write, and a record that would pass one is refused whole.
+ * The fingerprint is the SHA-1 (hex) of the record's key id, amount, all five token counts and
+ * model (ARGV 1, 2, 8, 9, 11, 12, 13, 7, as given, '' = not given, joined by spaces; only the
+ * model, last, is free text, so the joined text is unambiguous): a repeat of the request id
+ * with any of them different is told apart from a plain retry (the caller compares; the script
+ * writes nothing either way). `usagereq` written before this fingerprint held "keyId:amount".
  */
-export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}${ALERT_CHECKS}${ROLL_TOKENS}${LUA_TOKEN_RATES}
+export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}${ALERT_CHECKS}${ROLL_TOKENS}${LUA_TOKEN_RATES}${TOKEN_BOUNDS}
+local fp = redis.sha1hex(table.concat({ARGV[1], ARGV[2], ARGV[8], ARGV[9], ARGV[11] or '', ARGV[12] or '', ARGV[13] or '', ARGV[7]}, ' '))
 local first = redis.call('GET', KEYS[1])
-if first then return {'DUP', first} end
+if first then return {'DUP', first, fp} end
 local amount = tonumber(ARGV[2])
 local total = tonumber(redis.call('HGET', KEYS[3], 'total') or '0')
 if total + amount > tonumber(ARGV[6]) then return {'TOTAL', fmt(total)} end
@@ -182,7 +217,16 @@ if has_wallet then
   local bal = tonumber(redis.call('HGET', KEYS[2], 'balance'))
   if bal - amount < -tonumber(ARGV[6]) then return {'FLOOR', fmt(bal)} end
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'EX', ARGV[4])
+local counted = ARGV[8] ~= '' or ARGV[9] ~= ''
+local tin = tonumber(ARGV[8] ~= '' and ARGV[8] or '0')
+local tout = tonumber(ARGV[9] ~= '' and ARGV[9] or '0')
+if counted then
+  if tin > ${MAX_TOKEN_COUNT} or tout > ${MAX_TOKEN_COUNT} then return {'TOKENS', 'count'} end
+  local over = tokens_over(KEYS[8], 'key', tin, tout) or tokens_over(KEYS[9], 'account', tin, tout)
+    or rate_over(KEYS[10], 'key', tin + tout) or rate_over(KEYS[11], 'account', tin + tout)
+  if over then return {'TOKENS', over} end
+end
+redis.call('SET', KEYS[1], table.concat({ARGV[1], ARGV[2], fp, ARGV[8], ARGV[9], ARGV[7]}, ':'), 'EX', ARGV[4])
 local balance = ''
 if has_wallet then
   local new = redis.call('HINCRBY', KEYS[2], 'balance', fmt(-amount))
@@ -201,9 +245,7 @@ if #KEYS >= 7 then
   limit_alerts(KEYS[6], KEYS[7], ARGV[10], KEYS[3], ARGV[1])
 end
 -- end events
-if ARGV[8] ~= '' or ARGV[9] ~= '' then
-  local tin = tonumber(ARGV[8] ~= '' and ARGV[8] or '0')
-  local tout = tonumber(ARGV[9] ~= '' and ARGV[9] or '0')
+if counted then
   roll_tokens(KEYS[8], tin, tout)
   roll_tokens(KEYS[9], tin, tout)
   book_tokens(KEYS[10], KEYS[11], KEYS[4], ARGV[1], tin + tout)

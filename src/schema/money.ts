@@ -16,6 +16,22 @@ export { MAX_AMOUNT_MICROS };
 /** Largest balance (either sign) a wallet may hold: 2^53 − 1 − MAX_AMOUNT_MICROS, so every step stays exact in Lua. */
 export const MAX_BALANCE_MICROS = Number.MAX_SAFE_INTEGER - MAX_AMOUNT_MICROS;
 
+/**
+ * The largest token count one usage record (or metered booking) carries, per count: 10^12. A
+ * record's counts then stay far below 2^53, so a total plus one record's counts is exact in Lua
+ * (doubles) and in JavaScript, and the check below is exact.
+ */
+export const MAX_TOKEN_COUNT = 1_000_000_000_000;
+/**
+ * The largest token total kept: 2^53 − 1. It bounds the input plus output tokens of every token
+ * counter (a key's and an account's, today and this month) and of every token-rate window; each
+ * of those only grows by bookings, and every booking checks all of them before its first write (a
+ * record that would take one past the bound is refused, nothing written). One input or output
+ * total alone is at most their sum, so every number read back is an exact integer. At 10^12 per
+ * count, the bound is reached only after about 4,500 records of the largest counts in one month.
+ */
+export const MAX_TOKEN_TOTAL = Number.MAX_SAFE_INTEGER;
+
 /** A usage record's request id, a credit's reference: the ids routers and payment systems use. */
 export const BOOK_ID_PATTERN = /^[A-Za-z0-9._:@=+/-]{1,128}$/;
 /** `BOOK_ID_PATTERN` as errors and the API document say it. */

@@ -101,6 +101,7 @@ return out`;
  * `tokrate:{keyId}` (or `tokrate`) = the window's end, written only when it changes — so a booking
  * below the rate never writes the gate and never invalidates a sidecar's cache. The block lifts by
  * itself at that instant. Returns the window's tokens of the key and of the account ('' = no rate).
+ * `token_window_used(rec, now)` reads a record's current window (for a bound checked before any write).
  */
 export const LUA_TOKEN_RATES = `${NOW}
 local RATE_UNIT_MS = {second = 1000, minute = 60000, hour = 3600000, day = 86400000}
@@ -129,6 +130,13 @@ local function book_token_window(rec, gate, field, tokens, now)
   end
   sync_token_gate(gate, field, used >= tonumber(r[1]), w + len)
   return rate_fmt(used)
+end
+-- the tokens the record's current window already holds (0 without a rate or in a new window): read only
+local function token_window_used(rec, now)
+  local r = redis.call('HMGET', rec, 'limit', 'per', 'w', 'used')
+  local len = r[2] and RATE_UNIT_MS[r[2]]
+  if not r[1] or not len or not r[3] or tonumber(r[3]) ~= math.floor(now / len) * len then return 0 end
+  return tonumber(r[4] or '0')
 end
 local function book_tokens(key_rec, acct_rec, gate, key_id, tokens)
   local now = rate_now()

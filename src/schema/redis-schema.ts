@@ -26,6 +26,7 @@
  *   {ns}:v1:keycur:{acct}            ZSET  the ids of keys not revoked, by created_at (console: list pages)
  *   {ns}:v1:keyinfo:{acct}           HASH  key id → the small fields a list filters and sorts on (console)
  *   {ns}:v1:keydays:{acct}:{keyId}   HASH  UTC day → the key's spend, requests and tokens that day (35 days)
+ *   {ns}:v1:sidecars                 HASH  instance id → a live sidecar's require-wallet setting and expiry (console reads)
  *
  * The sidecar reads only `key:`, `acct:`, `gate:` records and the `prices` table (one key each), so it
  * works unchanged on Cluster; invalidation tracks exactly those four prefixes.
@@ -126,6 +127,8 @@ export interface Schema {
   keyInfo(accountId: string): string;
   /** A key's daily usage (UTC days), written by the usage-record script. */
   keyDays(accountId: string, keyId: string): string;
+  /** The live sidecars' settings (src/store/sidecar-settings.ts), read by the console. */
+  sidecars(): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -157,6 +160,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     keyCurrent: (a) => `${base}keycur:{${a}}`,
     keyInfo: (a) => `${base}keyinfo:{${a}}`,
     keyDays: (a, keyId) => `${base}keydays:{${a}}:${keyId}`,
+    sidecars: () => `${base}sidecars`,
   };
 }
 

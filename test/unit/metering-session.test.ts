@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { continueResponse, decodeProcessingRequest } from '../../src/metering/ext-proc-codec.ts';
 import { bookingRequestId, MeterSession } from '../../src/metering/session.ts';
 import { loadEnvoyProtos } from '../../proto/envoy-protos.ts';
+import { MAX_TOKEN_COUNT } from '../../src/schema/money.ts';
 import { ACCOUNT, fixture, KEY_ID, meterOptions, run } from './metering-helpers.ts';
 
 const sse = (...events: object[]) => Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(''));
@@ -164,6 +165,14 @@ describe('hostile responses', () => {
     const o = await booking({ path: '/v1/chat/completions', contentType: 'application/json', chunks: [chatUsage({ prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: { cached_tokens: 50 }, completion_tokens_details: { reasoning_tokens: 9 } })] });
     expect(o.booking).toMatchObject({ input_tokens: 10, cached_input_tokens: 10, output_tokens: 3, reasoning_tokens: 3 });
     expect(o.notes.anomalies.clamped).toBe(2);
+  });
+
+  it('counts that add up past the largest booked count (10^12) are clamped to it and counted', async () => {
+    const big = 2 ** 40; // the largest count the reader takes
+    const body = Buffer.from(JSON.stringify({ model: 'claude', content: [], usage: { input_tokens: big, cache_read_input_tokens: big, cache_creation_input_tokens: big, output_tokens: big } }));
+    const o = await booking({ path: '/v1/messages', contentType: 'application/json', chunks: [body] });
+    expect(o.booking).toMatchObject({ input_tokens: MAX_TOKEN_COUNT, cached_input_tokens: MAX_TOKEN_COUNT, cache_write_tokens: 0, output_tokens: MAX_TOKEN_COUNT });
+    expect(o.notes.anomalies.clamped).toBe(3);
   });
 
   it('a response claiming another model: that model is priced, and it is noted; a model that is not a plain name is not taken', async () => {

@@ -90,7 +90,7 @@ export interface AuditEvent {
 export interface Account {
   id: string;
   status: 'active' | 'disabled';
-  wallet?: { enforced: boolean; balance_micros: number; exists?: boolean };
+  wallet?: { enforced: boolean; balance_micros: number; exists?: boolean; rule?: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
   currency?: string;
 }
 

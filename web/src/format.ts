@@ -59,12 +59,8 @@ export function fromLocalInput(value: string): number {
   return new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6] ?? 0)).getTime();
 }
 
-/** A rolled key's name: the old name with " (rolled)", once, within the name's length. */
-export function rolledName(name: string, max: number): string {
-  const base = name.replace(/ \(rolled\)$/, '');
-  const suffix = ' (rolled)';
-  return [...base].slice(0, max - suffix.length).join('') + suffix;
-}
+/** A rolled key's name (the console names it in the roll; the page shows it before): the rule is the console's. */
+export { rolledName } from '../../src/core/key-rules.ts';
 
 /** One CSV line (RFC 4180 quoting; text that a spreadsheet would run as a formula gets a leading '). */
 export function csvLine(cells: (string | number | null)[]): string {

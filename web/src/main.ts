@@ -617,16 +617,10 @@ async function onRoll(e: SubmitEvent): Promise<void> {
   d.error = undefined;
   update();
   try {
+    // The console names the new key in the roll itself ("NAME (rolled)", "NAME (rolled 2)"…), so the
+    // two are told apart in the list, the audit and the logs.
     const rolled = await api.roll(d.key.id, grace);
-    // The new key gets a name of its own, so the two are told apart in the list, the audit and the logs.
-    const name = rolledName(d.key.name, KEY_LIMITS.nameMaxChars);
-    let shownName = rolled.name;
-    try {
-      shownName = (await api.update(rolled.id, { name })).name;
-    } catch (err) {
-      if (isAuthEnd(err)) throw err;
-      // The roll happened; the name stays the old one (the error is not worth losing the new key over).
-    }
+    const shownName = rolled.name;
     openDialog({
       kind: 'secret',
       title: 'Key rolled',
@@ -1060,7 +1054,11 @@ function accountView(): TemplateResult {
           <dd>
             ${noWallet
               ? html`<span class="balance">No wallet</span>
-                  <span class="muted">${w?.enforced ? 'This deployment requires a wallet: requests are refused until the account is credited.' : 'Requests are not limited by a balance.'}</span>`
+                  <span class="muted">${w?.rule === 'mixed'
+                    ? 'Some of the sidecars require a wallet: requests may be refused until the account is credited.'
+                    : w?.enforced
+                      ? 'This deployment requires a wallet: requests are refused until the account is credited.'
+                      : 'Requests are not limited by a balance.'}</span>`
               : html`<span class="balance ${w.balance_micros <= 0 ? 'low' : ''}">${money(w.balance_micros)} ${cur}</span>
                   ${w.balance_micros < 0
                     ? html`<span class="error">The balance is below zero (owed): requests are refused until it is topped up.</span>`

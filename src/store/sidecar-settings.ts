@@ -1,0 +1,107 @@
+/**
+ * The settings a sidecar publishes for the console: today whether it refuses accounts without a
+ * wallet (`KEYGATE_REQUIRE_WALLET`), so that the console's `wallet.enforced` tells the rule the
+ * live sidecars apply instead of the console's own environment (docs/decisions.md, "Who says a
+ * wallet is enforced").
+ *
+ * One hash per namespace, `{ns}:v1:sidecars`: field = the sidecar's instance id, value =
+ * `<require wallet 1|0> <expires at, epoch ms of the Redis server>`. A sidecar writes its field once
+ * its store connection is ready (and after each reconnect), and again every `SIDECAR_SETTINGS_EVERY_MS` (10 s) on a timer of its own, with an expiry of
+ * `SIDECAR_SETTINGS_TTL_MS` (30 s); it removes the field when it closes, so a crashed sidecar
+ * drops out within 30 s. The request path never touches it: no Check runs a command for it.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../core/clock.ts';
+import type { RedisClient } from './redis.ts';
+
+/** How often a sidecar writes its settings again. */
+export const SIDECAR_SETTINGS_EVERY_MS = 10_000;
+/** How long a written setting counts: three refreshes. */
+export const SIDECAR_SETTINGS_TTL_MS = 30_000;
+
+const NOW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function expires(v) return tonumber(string.match(v, ' (%d+)$') or '0') end
+`;
+
+/**
+ * KEYS: the sidecars hash. ARGV: instance id, settings ('1' | '0'), ttl ms. Writes the field with
+ * its expiry (server time), drops expired fields, and lets the whole hash expire with the last one.
+ */
+const ANNOUNCE = `${NOW}
+local ttl = tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. string.format('%d', now + ttl))
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if expires(all[i + 1]) < now then redis.call('HDEL', KEYS[1], all[i]) end
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 'OK'`;
+
+/** KEYS: the sidecars hash. → the settings of every live sidecar (read only). */
+const LIVE = `${NOW}
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if expires(all[i + 1]) >= now then table.insert(out, string.match(all[i + 1], '^(%S+)')) end
+end
+return out`;
+
+/** What the live sidecars say about accounts without a wallet. */
+export interface LiveSidecars {
+  /** Live sidecars that refuse an account never credited (402). */
+  readonly requiring: number;
+  /** Live sidecars that let it through. */
+  readonly notRequiring: number;
+}
+
+/** Reads the settings of the sidecars alive now (one read-only script). */
+export async function liveSidecars(redis: RedisClient, key: string): Promise<LiveSidecars> {
+  const settings = (await redis.eval(LIVE, 1, key)) as string[];
+  const requiring = settings.filter((v) => v === '1').length;
+  return { requiring, notRequiring: settings.length - requiring };
+}
+
+/** A sidecar's side: writes its settings at start and on a timer; removes them on close. */
+export class SidecarSettings {
+  readonly #redis: RedisClient;
+  readonly #key: string;
+  readonly #value: string;
+  readonly #log: Logger;
+  readonly #id = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  #stop: (() => void) | null = null;
+  readonly #onReady = () => void this.#announce();
+
+  constructor(redis: RedisClient, key: string, o: { requireWallet: boolean; log: Logger }) {
+    this.#redis = redis;
+    this.#key = key;
+    this.#value = o.requireWallet ? '1' : '0';
+    this.#log = o.log;
+  }
+
+  /** Writes the settings as soon as the connection is ready (again after each reconnect) and every 10 s. */
+  start(clock: Clock = systemClock): void {
+    this.#stop = clock.every(SIDECAR_SETTINGS_EVERY_MS, () => void this.#announce());
+    this.#redis.on('ready', this.#onReady);
+    if (this.#redis.status === 'ready') this.#onReady();
+  }
+
+  async close(): Promise<void> {
+    this.#stop?.();
+    this.#stop = null;
+    this.#redis.off('ready', this.#onReady);
+    await this.#redis.hdel(this.#key, this.#id).catch((err: Error) => this.#log.debug({ err: { message: err.message } }, 'could not remove the sidecar settings'));
+  }
+
+  async #announce(): Promise<void> {
+    try {
+      await this.#redis.eval(ANNOUNCE, 1, this.#key, this.#id, this.#value, String(SIDECAR_SETTINGS_TTL_MS));
+    } catch (err) {
+      // The store is down: the setting expires, and the console falls back to its own until the next write.
+      this.#log.debug({ err: { message: (err as Error).message } }, 'could not write the sidecar settings');
+    }
+  }
+}
