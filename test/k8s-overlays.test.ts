@@ -97,7 +97,7 @@ describe.skipIf(!kubectl)('deploy/kustomize overlays (kubectl kustomize; skipped
       expect(keygate.restartPolicy).toBe('Always');
       expect(keygate.readinessProbe.httpGet.path).toBe('/readyz');
       expect(keygate.livenessProbe.httpGet.path).toBe('/healthz');
-      expect(keygate.resources.requests).toEqual({ cpu: '250m', memory: '192Mi' });
+      expect(keygate.resources.requests).toEqual({ cpu: '500m', memory: '512Mi' });
       expect(keygate.image).toBe('registry.example.com/keygate:0.1.0');
       const console = named('Deployment', 'keygate-console').spec.template.spec.containers[0];
       expect(console.readinessProbe.httpGet.path).toBe('/readyz');
