@@ -26,7 +26,7 @@ import { encodeCheck } from './lib/bodies.ts';
 import { ENVOY_HEADERS, median } from './lib/common.ts';
 import { runH2load, type H2loadResult } from './lib/h2load.ts';
 import { startTarget, type Target } from './lib/procs.ts';
-import { seedConsoleKey } from './lib/seed.ts';
+import { recordUsageUntil, seedConsoleKey } from './lib/seed.ts';
 import { startBench } from './lib/setup.ts';
 
 const { values: opt } = parseArgs({ options: { quick: { type: 'boolean', default: false }, rounds: { type: 'string' }, duration: { type: 'string' } } });
@@ -137,24 +137,9 @@ async function main(): Promise<void> {
     const bk = new Map<string, { rps: number; p50: number; p99: number; cpu: number }[]>();
     const book = async (side: 'plain' | 'thresholds', round: number) => {
       const keys = sides[side];
-      const lat: number[] = [];
-      let n = 0;
       const c0 = cpuMsOf(redisPid);
       const t0 = performance.now();
-      const deadline = Date.now() + DURATION * 1000;
-      await Promise.all(
-        cons.flatMap((c, ci) =>
-          Array.from({ length: IN_FLIGHT }, async (_, w) => {
-            for (let j = 0; Date.now() < deadline; j++) {
-              const k = keys[(ci * IN_FLIGHT + w + j) % keys.length]!;
-              const st = performance.now();
-              await c.recordUsage({ keyId: k.id, amountMicros: 7, requestId: `${side}-${round}-${ci}-${w}-${j}`, model: 'openai/gpt-4o', inputTokens: 100, outputTokens: 20 });
-              lat.push(performance.now() - st);
-              n++;
-            }
-          }),
-        ),
-      );
+      const { n, lat } = await recordUsageUntil(cons, keys, IN_FLIGHT, Date.now() + DURATION * 1000, `${side}-${round}`);
       const secs = (performance.now() - t0) / 1000;
       const cpu = ((cpuMsOf(redisPid) - c0) * 1000) / Math.max(1, n);
       lat.sort((a, b) => a - b);
