@@ -13,6 +13,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ENV, loadConfig } from '../src/config.ts';
+import { k8sStrictErrors } from './helpers/k8s-strict.ts';
 
 const dir = new URL('../deploy/k8s/', import.meta.url);
 const read = (name: string) => readFileSync(new URL(name, dir), 'utf8');
@@ -56,6 +57,10 @@ describe('deploy/k8s parses and validates against the Kubernetes schema', () => 
     const Model = MODELS[`${r.apiVersion}/${r.kind}`];
     expect(Model, `no model for ${r.apiVersion} ${r.kind}`).toBeDefined();
     expect(() => new Model!(r).validate()).not.toThrow();
+  });
+
+  it('has no field the Kubernetes schema lacks (validate() alone accepts unknown fields)', () => {
+    expect(k8sStrictErrors([...resources, ...generated])).toEqual([]);
   });
 
   it('the schema validation does catch a broken manifest (negative test)', () => {
