@@ -21,7 +21,7 @@ import { KeyConsole } from '../src/console/service.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { startBench } from './lib/setup.ts';
 import { ENVOY_HEADERS, median } from './lib/common.ts';
-import { seedConsoleKey as seedKey } from './lib/seed.ts';
+import { recordUsageUntil, seedConsoleKey as seedKey } from './lib/seed.ts';
 import { runH2load, type H2loadResult } from './lib/h2load.ts';
 import { startTarget, type Target } from './lib/procs.ts';
 
@@ -125,23 +125,8 @@ async function main(): Promise<void> {
     for (let i = 0; i < ACCOUNTS; i++) keys.push(await seedKey(db, s, `rate${i}`));
     const cons = Array.from({ length: CLIENTS }, () => new KeyConsole({ redis: redis.url }));
     for (const k of keys) await kc.creditAccount(k.account, 1_000_000_000_000, 'bench');
-    let n = 0;
-    const lat: number[] = [];
-    const deadline = Date.now() + RECORD_SECONDS * 1000;
     const t0 = Date.now();
-    await Promise.all(
-      cons.flatMap((c, ci) =>
-        Array.from({ length: IN_FLIGHT }, async (_, w) => {
-          for (let j = 0; Date.now() < deadline; j++) {
-            const k = keys[(ci * IN_FLIGHT + w + j) % keys.length]!;
-            const start = performance.now();
-            await c.recordUsage({ keyId: k.id, amountMicros: 7, requestId: `rate-${ci}-${w}-${j}`, model: 'openai/gpt-4o', inputTokens: 100, outputTokens: 20 });
-            lat.push(performance.now() - start);
-            n++;
-          }
-        }),
-      ),
-    );
+    const { n, lat } = await recordUsageUntil(cons, keys, IN_FLIGHT, t0 + RECORD_SECONDS * 1000, 'rate');
     const secs = (Date.now() - t0) / 1000;
     let spent = 0;
     for (const k of keys) spent += 1_000_000_000_000 - (await kc.accountInfo(k.account)).wallet.balance_micros;

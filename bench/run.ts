@@ -20,8 +20,12 @@
  *   OPA_ENVOY_BIN=/path/to/opa npm run bench    adds OPA-Envoy (bench/opa/policy.rego)
  *   npm run bench -- --only hot,metering,rate,money,ab --sizes 64 --baseline DIR
  *                                  selected parts (hot, cold, memory, extra, metering, rate, money,
- *                                  ab), case 3 with the 64 KiB bodies only, and the A/B against the
- *                                  tree in DIR
+ *                                  events, ab), case 3 with the 64 KiB bodies only, and the A/B
+ *                                  against the tree in DIR
+ *   npm run bench -- --only events --rounds 3 --duration 2
+ *                                  events beside the hot path (bench/events.ts): a cached Check of an
+ *                                  account with webhooks, thresholds and undelivered events against
+ *                                  one without, and usage bookings with thresholds against without
  *   npm run bench -- --tracing     adds the sidecar with OpenTelemetry tracing on (OTLP/HTTP to a sink
  *                                  on loopback, bench/lib/otlp-sink.ts) and case 1t, the valid key
  *                                  with a sampled `traceparent` (a span per Check), beside the default
@@ -76,7 +80,7 @@ const { values: opt } = parseArgs({
     /**
      * Which parts to run, comma-separated (default all): hot (cases 1-3 and 5, the targets table),
      * cold, memory, extra (propagation, model scan), metering (bench/ext-proc.ts), rate
-     * (bench/rate.ts), money (bench/money.ts), ab (bench/ab.ts against --baseline).
+     * (bench/rate.ts), money (bench/money.ts), events (bench/events.ts), ab (bench/ab.ts against --baseline).
      */
     only: { type: 'string' },
     /** Body sizes of case 3, comma-separated KiB (default 1,64,1024). */
@@ -85,7 +89,7 @@ const { values: opt } = parseArgs({
     baseline: { type: 'string' },
   },
 });
-const GROUPS = ['hot', 'cold', 'memory', 'extra', 'metering', 'rate', 'money', 'ab'];
+const GROUPS = ['hot', 'cold', 'memory', 'extra', 'metering', 'rate', 'money', 'events', 'ab'];
 const only = opt.only ? opt.only.split(',').map((x) => x.trim()) : GROUPS;
 for (const g of only) if (!GROUPS.includes(g)) throw new Error(`--only: ${g} is not one of ${GROUPS.join(', ')}`);
 const has = (g: string) => only.includes(g);
@@ -563,6 +567,10 @@ async function main(): Promise<void> {
         log('money bench');
         const baseline = opt['money-baseline'] ? ['--baseline', opt['money-baseline']] : [];
         extra.push('## The money gate: wallet, limits and usage counting (bench/money.ts)', '', await runExtra('money.ts', [...args, ...timing, ...baseline]), '');
+      }
+      if (has('events')) {
+        log('events bench');
+        extra.push('## Events beside the hot path (bench/events.ts)', '', await runExtra('events.ts', [...args, ...timing]), '');
       }
       if (has('ab') && opt.baseline) {
         for (const [c, shape] of [['valid', '4x16'], ['valid', '1x1'], ['malformed', '4x16']] as const) {

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import Ajv2019 from 'ajv/dist/2019.js';
 import { describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { ENV, loadConfig } from '../src/config.ts';
 import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { modelDeny } from '../src/core/decision.ts';
@@ -69,7 +69,10 @@ describe('docker-compose.yml', () => {
 
   it('runs Envoy (official image), keygate (built here), Redis and the stub upstream', () => {
     expect(Object.keys(svc).sort()).toEqual(['console', 'envoy', 'keygate', 'llm-upstream', 'redis']);
-    expect(svc.envoy!.image).toMatch(/^envoyproxy\/envoy:v\d+\.\d+/);
+    // An exact release (not a moving `-latest` tag), the same as the Kubernetes pod runs.
+    expect(svc.envoy!.image).toMatch(/^envoyproxy\/envoy:v\d+\.\d+\.\d+$/);
+    const pod = parseAllDocuments(file('deploy/k8s/deployment.yaml')).map((d) => d.toJS() as Obj).find((o) => o.kind === 'Deployment')!;
+    expect(pod.spec.template.spec.containers.find((c: Obj) => c.name === 'envoy').image).toBe(svc.envoy!.image);
     expect(svc.keygate!.build).toBe('.');
     expect(svc.redis!.image).toMatch(/^redis:/);
   });

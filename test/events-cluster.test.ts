@@ -9,6 +9,7 @@ import { CLI_ACTOR } from '../src/console/management.ts';
 import { ConsoleService } from '../src/console/service.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
+import { eventsSchema } from '../src/schema/events.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
 import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
@@ -46,4 +47,22 @@ it('wallet and threshold events at their crossing, delivered in order from a Clu
   const end = Date.now() + 15_000;
   while (r.received.length < 6 && Date.now() < end) await new Promise((x) => setTimeout(x, 50));
   expect(r.received.map((x) => `${x.event.type}${x.event.data.threshold ?? ''}`)).toEqual(['wallet.credited', 'key.limit.threshold50', 'wallet.low', 'wallet.empty', 'key.limit.threshold80', 'key.limit.threshold100']);
+}, 60_000);
+
+it('filling the expiries of keys made before events walks every master of the Cluster', async () => {
+  const s = eventsSchema('kg');
+  const accounts = Array.from({ length: 6 }, () => `f-${randomBytes(4).toString('hex')}`); // spread over the slots
+  const members: string[] = [];
+  for (const a of accounts) {
+    const k = await mc.createKey({ account: a, name: 'k', models: null, expiresAt: Date.now() + 86_400_000, limit: null }, CLI_ACTOR);
+    members.push(`${a} ${k.id}`);
+  }
+  await mc.redis.zrem(s.expiries(), ...members);
+  await mc.redis.del(s.expiriesFilled());
+  const store = new WebhookStore(mc.redis, 'kg', REVEAL);
+  const filler = new DeliveryWorker({ redis: mc.redis, namespace: 'kg', webhooks: store, config: { retryScheduleSeconds: [0.2], allowPrivate: true, disableAfterMs: 86_400_000, timeoutMs: 5000, concurrency: 4 }, log: createLogger('silent') });
+  expect(await filler.fillExpiries()).toBeGreaterThanOrEqual(members.length);
+  for (const m of members) expect(await mc.redis.zscore(s.expiries(), m), m).not.toBeNull();
+  expect(await mc.redis.get(s.expiriesFilled())).not.toBeNull();
+  expect(await filler.fillExpiries()).toBe(0); // once
 }, 60_000);

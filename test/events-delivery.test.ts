@@ -113,18 +113,60 @@ describe('delivery worker', () => {
     receivers.push(bad, watch);
     bad.respond = () => 500;
     const a = acct();
-    const { endpoint } = await store.create({ url: bad.url, account: a, events: ['wallet.credited'] }, true);
+    // A receiver URL may carry a token in its query string: the event tells the endpoint without it.
+    const badUrl = `${bad.url}${bad.url.endsWith('/') ? '' : '/'}hook?token=s3cret-query-token&x=1`;
+    const { endpoint } = await store.create({ url: badUrl, account: a, events: ['wallet.credited'] }, true);
     await store.create({ url: watch.url, account: a, events: ['webhook.disabled'] }, true);
     await mc.creditAccount(a, 1, 'x', CLI_ACTOR);
     const w = worker(config({ retryScheduleSeconds: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3], disableAfterMs: 700 }));
     const ev = await until('webhook.disabled', () => watch.received.find((x) => x.event.type === 'webhook.disabled'));
-    expect(ev.event.data).toMatchObject({ webhook_id: endpoint.id, url: bad.url });
+    const u = new URL(badUrl);
+    expect(ev.event.data).toMatchObject({ webhook_id: endpoint.id, url: `${u.origin}${u.pathname}` });
+    expect(ev.body).not.toContain('s3cret');
+    expect(bad.received.length).toBeGreaterThan(0); // the endpoint was called at its full URL meanwhile
     expect(ev.event.account).toBe(a);
     expect((await store.get(endpoint.id)).status).toBe('disabled');
     const n = bad.received.length;
     await new Promise((x) => setTimeout(x, 800));
     expect(bad.received.length).toBe(n); // no attempts once disabled
     await w.stop(1000);
+  }, 30_000);
+
+  it('keys made before key.expired existed are told too: a worker fills the expiries set once at start, future expiries only', async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const a = acct();
+    await store.create({ url: r.url, account: a, events: ['key.expired'] }, true);
+    const soon = await mc.createKey({ account: a, name: 'soon', expiresAt: Date.now() + 1500 }, CLI_ACTOR);
+    const later = await mc.createKey({ account: a, name: 'later', expiresAt: Date.now() + 86_400_000 }, CLI_ACTOR);
+    const never = await mc.createKey({ account: a, name: 'never' }, CLI_ACTOR);
+    const gone = await mc.createKey({ account: a, name: 'revoked', expiresAt: Date.now() + 86_400_000 }, CLI_ACTOR);
+    await mc.revokeKey(gone.id, CLI_ACTOR);
+    const past = await mc.createKey({ account: a, name: 'past', expiresAt: Date.now() + 300 }, CLI_ACTOR);
+    // As a store written before events existed: no entry in the expiries set, never filled.
+    const s = eventsSchema('kg');
+    const member = (id: string) => `${a} ${id}`;
+    await mc.redis.zrem(s.expiries(), ...[soon, later, never, gone, past].map((k) => member(k.id)));
+    await mc.redis.del(s.expiriesFilled());
+    await new Promise((x) => setTimeout(x, 500)); // `past` expired before the upgrade
+    const w = worker(config());
+    await until('filled', async () => (await mc.redis.get(s.expiriesFilled())) !== null, 10_000);
+    expect(await mc.redis.zscore(s.expiries(), member(later.id))).not.toBeNull();
+    expect(await mc.redis.zscore(s.expiries(), member(never.id))).toBeNull();
+    expect(await mc.redis.zscore(s.expiries(), member(gone.id))).toBeNull();
+    expect(await mc.redis.zscore(s.expiries(), member(past.id))).toBeNull();
+    const ev = await until('key.expired of the key made before', () => r.received.find((x) => x.event.type === 'key.expired'), 10_000);
+    expect(ev.event.data.key_id).toBe(soon.id);
+    expect(ev.at - Date.parse(ev.event.data.expires_at)).toBeLessThan(5000);
+    await new Promise((x) => setTimeout(x, 1000));
+    expect(r.received.map((x) => x.event.data.key_id)).toEqual([soon.id]); // not the one that expired before the upgrade
+    // Once: a console started later does not walk the keys again.
+    await mc.redis.zrem(s.expiries(), member(later.id));
+    const w2 = worker(config());
+    await new Promise((x) => setTimeout(x, 800));
+    expect(await mc.redis.zscore(s.expiries(), member(later.id))).toBeNull();
+    await w.stop(1000);
+    await w2.stop(1000);
   }, 30_000);
 
   it('a receiver that answers 3xx is a failure (no redirect followed); the body is not read beyond the bound', async () => {
@@ -189,12 +231,15 @@ describe('CLI', () => {
     const text = await cli(['webhooks', 'dead', made.id]);
     expect(text.out).toContain(dead[0]!.event.id);
     expect(text.out).toMatch(/HTTP 500/);
+    expect((await store.get(made.id)).failingSince).not.toBeNull();
     fail = false;
     const rep = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
     expect(rep.code).toBe(0);
     expect(rep.out).toMatch(/Queued/);
     await until('the replay delivered', () => r.received.filter((x) => x.event.id === dead[0]!.event.id).length === 4, 20_000);
     expect((await cli(['webhooks', 'dead', made.id])).out).toMatch(/No dead letters/);
+    // The replay's success is the endpoint's success: no longer failing, so not disabled later.
+    await until('failing_since cleared', async () => (await store.get(made.id)).failingSince === null, 10_000);
     const again = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
     expect(again.code).not.toBe(0);
     expect(again.err).toMatch(/no dead letter/);

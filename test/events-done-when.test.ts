@@ -112,10 +112,13 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
   expect(await balance()).toBe(8_996_054);
   await credit(1_003_945, 'c2'); // 9.999999: still below, not re-armed
   await record(k3.id, 1, 'u5'); // nothing
-  await credit(2, 'c3'); // 10.000000: not below, re-armed
-  await metered(k3.id); // 9.998027: wallet.low again, from a metered booking
-  await credit(1973, 'c4'); // 10.000000: re-armed
-  await record(k3.id, 1, 'u6'); // 9.999999: wallet.low again, from a usage record
+  await credit(2, 'c3'); // exactly 10.000000: not below, but not above either: not re-armed
+  await metered(k3.id); // 9.998027: below again, not re-armed: nothing
+  await credit(1974, 'c4'); // 10.000001: above the threshold, re-armed
+  await record(k3.id, 2, 'u6'); // 9.999999: wallet.low again, from a usage record
+  await metered(k3.id); // 9.998026, still below: nothing
+  await credit(1975, 'c5'); // 10.000001: re-armed
+  await metered(k3.id); // 9.998028: wallet.low again, from a metered booking
   await record(k3.id, 1, 'u7'); // nothing
   await metered(k2.id); // k2 at 5919: its 80 % told already this period; nothing
 
@@ -126,9 +129,10 @@ it('wallet.low at 10.00 and key thresholds at 80 %: exactly one signed event per
     'key.limit.threshold:metered',
     'wallet.low:9998027',
     'wallet.credited', 'wallet.credited',
-    'wallet.low:9998027',
     'wallet.credited',
     'wallet.low:9999999',
+    'wallet.credited',
+    'wallet.low:9998028',
   ];
   const name = { [k1.id]: 'records', [k2.id]: 'metered' } as Record<string, string>;
   const seen = () =>

@@ -155,7 +155,7 @@ describe('every event type, signed', () => {
 describe('thresholds at their exact crossing (in the usage script)', () => {
   const stream = async (a: string) => (await mc().redis.xrange(mc().events.s.stream(a), '-', '+')).map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[5]!) }));
 
-  it('wallet.low fires at the first micro-unit below, once, and again after a re-arming credit; wallet.empty at 0', async () => {
+  it('wallet.low fires at the first micro-unit below, once, and again after a credit takes the balance back above it (not at it); wallet.empty at 0', async () => {
     const a = acct();
     const m = mc();
     await m.creditAccount(a, 10_000_002, 'c1', CLI_ACTOR);
@@ -171,8 +171,11 @@ describe('thresholds at their exact crossing (in the usage script)', () => {
     await m.creditAccount(a, 1, 'c2', CLI_ACTOR); // 9.999998 + 1: still below, not re-armed
     await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'd' });
     expect(await lows()).toHaveLength(1);
-    await m.creditAccount(a, 2, 'c3', CLI_ACTOR); // 9.999998 + 2 = 10.000000: re-armed
-    await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'e' });
+    await m.creditAccount(a, 2, 'c3', CLI_ACTOR); // 9.999998 + 2 = exactly 10.000000: not above, not re-armed
+    await m.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'e' }); // 9.999999
+    expect(await lows()).toHaveLength(1);
+    await m.creditAccount(a, 2, 'c4', CLI_ACTOR); // 10.000001: back above the threshold, re-armed
+    await m.recordUsage({ keyId: k.id, amountMicros: 2, requestId: 'e2' }); // 9.999999
     expect(await lows()).toHaveLength(2);
     const empties = async () => (await stream(a)).filter((e) => e.type === 'wallet.empty');
     await m.recordUsage({ keyId: k.id, amountMicros: 9_999_998, requestId: 'f' }); // 1 micro left

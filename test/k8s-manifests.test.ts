@@ -13,6 +13,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ENV, loadConfig } from '../src/config.ts';
+import { k8sStrictErrors } from './helpers/k8s-strict.ts';
 
 const dir = new URL('../deploy/k8s/', import.meta.url);
 const read = (name: string) => readFileSync(new URL(name, dir), 'utf8');
@@ -58,6 +59,10 @@ describe('deploy/k8s parses and validates against the Kubernetes schema', () => 
     expect(() => new Model!(r).validate()).not.toThrow();
   });
 
+  it('has no field the Kubernetes schema lacks (validate() alone accepts unknown fields)', () => {
+    expect(k8sStrictErrors([...resources, ...generated])).toEqual([]);
+  });
+
   it('the schema validation does catch a broken manifest (negative test)', () => {
     const bad = structuredClone(deployment);
     bad.spec.template.spec.initContainers[0].ports[0].containerPort = 'grpc';
@@ -87,6 +92,32 @@ describe('keygate as a production sidecar of Envoy', () => {
       expect(c.resources.requests.memory, c.name).toBeDefined();
       expect(c.resources.limits.memory, c.name).toBeDefined();
     }
+  });
+
+  it('sizes the sidecar and the console from a committed results file, covering what it measured', () => {
+    const RESULTS = 'bench/results/2026-11-28T0617-resources.md';
+    const manifests = ['deploy/k8s/deployment.yaml', 'deploy/k8s/console/deployment.yaml', 'deploy/recipes/keygate-service/deployment.yaml'];
+    const root = new URL('../', import.meta.url);
+    for (const m of manifests) {
+      const text = readFileSync(new URL(m, root), 'utf8');
+      expect(text, m).toContain(RESULTS);
+      for (const [named] of text.matchAll(/bench\/results\/[\w.-]+\.md/g)) expect(existsSync(new URL(named, root)), `${m} names ${named}`).toBe(true);
+    }
+    const results = readFileSync(new URL(RESULTS, root), 'utf8');
+    /** A phase's column (MiB or µs) from the results table of one section. */
+    const cell = (section: string, phase: string, col: number) => {
+      const part = results.slice(results.indexOf(section));
+      const line = part.split('\n').find((l) => l.startsWith(`| ${phase}`));
+      expect(line, `${section}: ${phase}`).toBeDefined();
+      return Number(line!.split('|')[col + 1]!.trim());
+    };
+    const mib = (q: string) => (q.endsWith('Gi') ? Number(q.slice(0, -2)) * 1024 : Number(q.replace(/Mi$/, '')));
+    // The sidecar's request holds its measured peak under the metered mix; the console's its idle RSS.
+    expect(mib(keygate.resources.requests.memory)).toBeGreaterThanOrEqual(cell('## Sidecar', 'the three at once', 4));
+    expect(mib(keygate.resources.limits.memory)).toBeGreaterThan(mib(keygate.resources.requests.memory));
+    const consoleContainer: Obj = (parseAllDocuments(readFileSync(new URL('deploy/k8s/console/deployment.yaml', root), 'utf8')).map((d) => d.toJS()).find((o: Obj) => o.kind === 'Deployment') as Obj).spec.template.spec.containers[0];
+    expect(mib(consoleContainer.resources.requests.memory)).toBeGreaterThanOrEqual(cell('## Console', 'idle (5 s', 4));
+    expect(mib(consoleContainer.resources.limits.memory)).toBeGreaterThanOrEqual(cell('## Console', '3000 API calls', 4));
   });
 
   it('locks every container down: non-root, read-only root, no escalation, no capabilities, seccomp', () => {

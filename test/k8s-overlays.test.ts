@@ -1,6 +1,7 @@
 /**
  * deploy/kustomize, rendered by the real kustomize (`kubectl kustomize`) for each overlay and every
- * rendered object validated against the Kubernetes OpenAPI schema (kubernetes-models); then what
+ * rendered object validated against the Kubernetes OpenAPI schema (kubernetes-models, and strictly:
+ * no unknown field, through the models' closed TypeScript interfaces); then what
  * each overlay promises: the whole base (gateway pod with keygate as a native sidecar, the console,
  * Services, PodDisruptionBudgets, NetworkPolicies), every secret referenced and none inlined, the
  * Redis egress of the console for its topology.
@@ -15,6 +16,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { findOnPath } from '../src/dev/index.ts';
+import { k8sStrictErrors } from './helpers/k8s-strict.ts';
 
 type Obj = Record<string, any>;
 const kubectl = findOnPath('kubectl');
@@ -36,6 +38,12 @@ function render(overlay: string): Obj[] {
 }
 
 const OVERLAYS = { 'standalone-redis': [6379], sentinel: [26379, 6379] } as const;
+
+// Without kubectl the overlays are not rendered and the block below is skipped; in CI that is a
+// broken setup (scripts/install says where to get kubectl), not a skip.
+it.runIf(!kubectl && process.env.CI === 'true')('CI has kubectl (scripts/install says where to get it)', () => {
+  expect(kubectl, 'kubectl not on PATH in CI: deploy/kustomize would go unrendered').toBeTruthy();
+});
 
 describe.skipIf(!kubectl)('deploy/kustomize overlays (kubectl kustomize; skipped only without kubectl)', () => {
   describe.each(Object.entries(OVERLAYS))('%s', (overlay, redisPorts) => {
@@ -61,6 +69,20 @@ describe.skipIf(!kubectl)('deploy/kustomize overlays (kubectl kustomize; skipped
         expect(Model, `no model for ${o.apiVersion} ${o.kind}`).toBeDefined();
         expect(() => new Model!(o).validate(), `${o.kind}/${o.metadata.name}`).not.toThrow();
       }
+      // validate() accepts unknown fields; the models' closed TypeScript interfaces do not.
+      expect(k8sStrictErrors(objs)).toEqual([]);
+    });
+
+    it('an unknown field is caught, at any depth (negative test)', () => {
+      const gw = structuredClone(named('Deployment', 'llm-gateway'));
+      gw.spec.template.spec.initContainers[0].readinesProbe = gw.spec.template.spec.initContainers[0].readinessProbe;
+      const pdb = structuredClone(named('PodDisruptionBudget', 'keygate-console'));
+      pdb.spec.minAvailabel = 1;
+      expect(() => new Deployment(gw).validate()).not.toThrow(); // what kubernetes-models alone lets through
+      const errors = k8sStrictErrors([gw, pdb]);
+      expect(errors).toHaveLength(2);
+      expect(errors[0]).toMatch(/^Deployment\/llm-gateway: .*'"readinesProbe"' does not exist in type 'IContainer'/);
+      expect(errors[1]).toMatch(/^PodDisruptionBudget\/keygate-console: .*'"minAvailabel"' does not exist/);
     });
 
     it('the schema check catches a broken object (negative test)', () => {
@@ -75,7 +97,7 @@ describe.skipIf(!kubectl)('deploy/kustomize overlays (kubectl kustomize; skipped
       expect(keygate.restartPolicy).toBe('Always');
       expect(keygate.readinessProbe.httpGet.path).toBe('/readyz');
       expect(keygate.livenessProbe.httpGet.path).toBe('/healthz');
-      expect(keygate.resources.requests).toEqual({ cpu: '250m', memory: '192Mi' });
+      expect(keygate.resources.requests).toEqual({ cpu: '500m', memory: '512Mi' });
       expect(keygate.image).toBe('registry.example.com/keygate:0.1.0');
       const console = named('Deployment', 'keygate-console').spec.template.spec.containers[0];
       expect(console.readinessProbe.httpGet.path).toBe('/readyz');

@@ -78,6 +78,11 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
         ['(increase(keygate_metering_failures_total[5m])) > 0', '(increase(keygate_metering_failures_total[5m])) > 5'],
         ['min_over_time(keygate_metering_pending_bookings[10m]) > 0\n          and ', ''],
         ['keygate:denies_by_code:rate5m{code!="RATE_LIMITED"} > 1', 'keygate:denies_by_code:rate5m > 1'],
+        // A failed scrape marks the target's series stale: only a range lookback still sees it was keygate.
+        ['last_over_time(keygate_build_info[1d])', 'keygate_build_info'],
+        ['last_over_time(keygate_build_info[1d])\n        for: 2m', 'last_over_time(keygate_build_info[1d])\n        for: 5m'],
+        ['up == 0 and on (job, instance) last_over_time(keygate_console_process_start_time_seconds[1d])', 'up == 0'],
+        ['absent(keygate_build_info)\n        for: 10m', 'absent(keygate_build_info)\n        for: 30m'],
       ] as const) {
         expect(text).toContain(from);
         writeFileSync(join(dir, 'keygate-rules.yaml'), text.replace(from, to));
@@ -87,7 +92,7 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 240_000); // eight promtool runs: seconds idle, far more on a loaded machine
+  }, 360_000); // twelve promtool runs: seconds idle, far more on a loaded machine
 
   describe('a real Prometheus scraping a running sidecar and console', () => {
     let redis: RedisServer;
@@ -199,6 +204,14 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
       // The opt-in per-account counters: the keyless deny under "_none".
       const byAccount = await query('sum(keygate_account_decisions_total{account="_none",result="deny"})');
       expect(Number(byAccount.data.result[0].value[1])).toBeGreaterThanOrEqual(1);
+      // The sidecar-gone and console-gone alerts read series both really export: not absent while scraped.
+      for (const rule of rules.groups.flatMap((g: Obj) => g.rules).filter((r: Obj) => /^Keygate(Sidecar|Console)(Absent|Down)$/.test(r.alert ?? ''))) {
+        const r = await query(rule.expr);
+        expect(r.data.result, rule.alert).toEqual([]);
+      }
+      const absentExprs = ruleExprs.filter((e) => e.startsWith('absent('));
+      expect(absentExprs).toHaveLength(2);
+      expect((await query(absentExprs[0]!.replace('keygate_', 'keygate_no_such_'))).data.result).toHaveLength(1);
     });
   });
 });

@@ -1,6 +1,7 @@
 /**
  * deploy/recipes, without a cluster: every object of every recipe checked against the schema of
- * the release it names. Kubernetes' own kinds with kubernetes-models; each custom resource with ajv
+ * the release it names. Kubernetes' own kinds with kubernetes-models (and no unknown field, through
+ * its closed TypeScript interfaces); each custom resource with ajv
  * against its CRD's openAPIV3Schema (test/fixtures/crds, copied from the projects' release tags),
  * made strict the way the API server is (an unknown field is an error, as `kubectl --validate=strict`
  * reports it, not silently pruned). Not checked here: the CRDs' CEL rules
@@ -18,6 +19,9 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { Service } from 'kubernetes-models/v1/Service';
 import { ENV, loadConfig } from '../src/config.ts';
 import { totalLimitMetadata } from '../src/core/rate.ts';
+import { envoyProtoDirs } from '../proto/envoy-protos.ts';
+import { StrictProto } from './helpers/strict-proto.ts';
+import { k8sStrictErrors } from './helpers/k8s-strict.ts';
 
 type Obj = Record<string, any>;
 const RECIPES = new URL('../deploy/recipes/', import.meta.url);
@@ -80,7 +84,7 @@ function check(o: Obj, releases: string[]): string[] {
   if (core) {
     try {
       new core(o).validate();
-      return [];
+      return k8sStrictErrors([o]); // validate() accepts unknown fields; the closed interfaces do not
     } catch (err) {
       return [(err as Error).message];
     }
@@ -105,6 +109,11 @@ describe('the schema check rejects what the API server would (negative tests)', 
     const bad = structuredClone(find(eg, 'SecurityPolicy')[0]!);
     bad.spec.extAuth.grpc.backendRefs[0].prot = 9001;
     expect(check(bad, ['envoy-gateway-v1.9.0']).join()).toMatch(/additional properties.*prot/);
+  });
+  it('an unknown field in a Kubernetes kind', () => {
+    const bad = structuredClone(find(objects('keygate-service'), 'Deployment')[0]!);
+    bad.spec.template.spec.containers[0].resources.requets = { cpu: '1' };
+    expect(check(bad, []).join()).toMatch(/'"requets"' does not exist/);
   });
   it('a value outside an enum, and a wrong type', () => {
     const bad = structuredClone(find(eg, 'EnvoyExtensionPolicy')[0]!);
@@ -192,5 +201,40 @@ describe('what the recipes say', () => {
     expect(filter.typed_config.grpc_service.envoy_grpc.cluster_name).toBe(`outbound|${grpcPort}||keygate.keygate.svc.cluster.local`);
     expect(filter.typed_config.failure_mode_allow).toBe(true);
     expect(ef.spec.workloadSelector.labels).toEqual(ap.spec.selector.matchLabels);
+  });
+
+  // The EnvoyFilter's CRD leaves `patch.value` free (preserve-unknown-fields): it is Envoy's own
+  // configuration, here an HTTP_FILTER patch, so an envoy.extensions.filters.network.
+  // http_connection_manager.v3.HttpFilter, checked against Envoy's protos as envoy.yaml is.
+  const HTTP_FILTER = 'envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter';
+  const envoyProto = new StrictProto(envoyProtoDirs(), ['envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto']);
+  const meteringPatch = () => {
+    const patches = find(objects('istio'), 'EnvoyFilter')[0]!.spec.configPatches as Obj[];
+    expect(patches.map((p) => [p.applyTo, p.patch.operation])).toEqual([['HTTP_FILTER', 'INSERT_BEFORE']]);
+    return structuredClone(patches[0]!.patch.value) as Obj;
+  };
+
+  it('istio: the EnvoyFilter patch is a valid Envoy HttpFilter, strictly, its ext_proc typed_config resolved', () => {
+    const value = meteringPatch();
+    expect(envoyProto.validate(HTTP_FILTER, value)).toEqual([]);
+    expect(value.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor');
+    // Streamed response bodies (keygate reads usage as it passes), no request body.
+    expect(value.typed_config.processing_mode).toMatchObject({ response_header_mode: 'SEND', response_body_mode: 'STREAMED', request_body_mode: 'NONE' });
+  });
+
+  it('istio: the EnvoyFilter check catches a broken ext_proc config (negative test)', () => {
+    const cases: [string, (v: Obj) => void, RegExp][] = [
+      ['a misspelt field', (v) => (v.typed_config.failure_mode_alow = true), /failure_mode_alow/],
+      ['an enum value Envoy lacks', (v) => (v.typed_config.processing_mode.response_body_mode = 'STREAMING'), /response_body_mode/],
+      ['a bad duration', (v) => (v.typed_config.message_timeout = '1000ms'), /message_timeout/],
+      ['a typed_config of an unknown type', (v) => (v.typed_config['@type'] = 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcesor'), /ExternalProcesor/],
+      ['no gRPC target', (v) => delete v.typed_config.grpc_service.envoy_grpc, /grpc_service/],
+    ];
+    for (const [what, spoil, error] of cases) {
+      const value = meteringPatch();
+      spoil(value);
+      const errors = envoyProto.validate(HTTP_FILTER, value);
+      expect(errors.join('\n'), what).toMatch(error);
+    }
   });
 });

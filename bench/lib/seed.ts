@@ -93,3 +93,33 @@ export function roundTripsPerDecision(before: Record<string, number>, after: Rec
   }
   return out;
 }
+
+/**
+ * Usage records through the console library until `deadline` (epoch ms): `inFlight` at a time on
+ * each client, spread over `keys`, 7 µ each, request ids `<tag>-<client>-<worker>-<n>` (distinct).
+ * → how many were booked and each one's latency (ms).
+ */
+export async function recordUsageUntil(
+  clients: readonly { recordUsage(r: { keyId: string; amountMicros: number; requestId: string; model: string; inputTokens: number; outputTokens: number }): Promise<unknown> }[],
+  keys: readonly { id: string }[],
+  inFlight: number,
+  deadline: number,
+  tag: string,
+): Promise<{ n: number; lat: number[] }> {
+  let n = 0;
+  const lat: number[] = [];
+  await Promise.all(
+    clients.flatMap((c, ci) =>
+      Array.from({ length: inFlight }, async (_, w) => {
+        for (let j = 0; Date.now() < deadline; j++) {
+          const k = keys[(ci * inFlight + w + j) % keys.length]!;
+          const start = performance.now();
+          await c.recordUsage({ keyId: k.id, amountMicros: 7, requestId: `${tag}-${ci}-${w}-${j}`, model: 'openai/gpt-4o', inputTokens: 100, outputTokens: 20 });
+          lat.push(performance.now() - start);
+          n++;
+        }
+      }),
+    ),
+  );
+  return { n, lat };
+}

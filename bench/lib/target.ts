@@ -7,12 +7,17 @@
  *   scripts/node bench/lib/target.ts noop-extproc  the ext_proc floor: @grpc/grpc-js serving Process, answering
  *                                                  every ProcessingRequest with the empty response of its phase
  *                                                  (none in observability_mode) and ending at the client's end
+ *   scripts/node bench/lib/target.ts console      `keygate console` (`startConsole`: the management API, the web
+ *                                                  page, webhook delivery), configured from the environment
+ *                                                  (REDIS_URL, KEYGATE_REVEAL_KEY, KEYGATE_CONSOLE_*)
  * Reports `{ port, pid }` over IPC once listening; exits cleanly on SIGTERM (so `--cpu-prof` is written).
  */
 import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { loadConfig } from '../../src/config.ts';
 import { startSidecar } from '../../src/main.ts';
+import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
+import { startConsole } from '../../src/console-api/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { authorizationService, loadEnvoyProtos } from '../../proto/envoy-protos.ts';
 import { checkMethod, grpcFrame } from './bodies.ts';
@@ -78,11 +83,18 @@ async function keygate(): Promise<{ port: number; close(): Promise<void> }> {
   return { port: sidecar.grpcPort, close: () => sidecar.close() };
 }
 
+async function consoleServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const config = loadConsoleApiConfig({ port: 0, redisUrl: process.env.REDIS_URL }, process.env);
+  const srv = await startConsole(config, createLogger('warn'), { revealKey: process.env.KEYGATE_REVEAL_KEY });
+  return { port: srv.port, close: () => srv.close() };
+}
+
 const starters: Record<string, () => Promise<{ port: number; close(): Promise<void> }>> = {
   keygate,
   'noop-grpcjs': noopGrpcJs,
   'noop-h2': noopH2,
   'noop-extproc': noopExtProc,
+  console: consoleServer,
 };
 
 const start = kind ? starters[kind] : undefined;

@@ -11,7 +11,8 @@
  * `ALERT_CHECKS` defines, for the usage and credit scripts (and a metered booking, which reuses the
  * usage script):
  *   wallet_alerts(stream, alerts, account, balance)  after any balance change: wallet.low once per
- *       crossing below the account's threshold (re-armed at or above it), wallet.empty once per
+ *       crossing below the account's threshold (re-armed when the balance rises back above it; at
+ *       exactly the threshold it stays as it was), wallet.empty once per
  *       crossing to ≤ 0 (re-armed above 0)
  *   limit_alerts(stream, alerts, account, spend, key_id)  after spend was added: key.limit.threshold
  *       for each of the key's thresholds (percent of its limit, default 50,80,100) crossed and not yet
@@ -42,7 +43,7 @@ local function wallet_alerts(stream, alerts, account, balance)
         redis.call('HSET', alerts, '${A.walletLowFired}', '1')
         emit_event(stream, account, 'wallet.low', '{"balance_micros":' .. fmt(balance) .. ',"threshold_micros":' .. fmt(low) .. '}')
       end
-    elseif a[2] then
+    elseif balance > low and a[2] then
       redis.call('HDEL', alerts, '${A.walletLowFired}')
     end
   end

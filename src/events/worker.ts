@@ -17,6 +17,8 @@
  * - Every pass also tells `key.expired` for keys whose expiry passed (a sorted set; the member
  *   removed by exactly one console), delivers replays, and disables an endpoint that has failed
  *   without a success for `disableAfterMs` (publishing `webhook.disabled`).
+ * - Once, at the first start on a store (`{wh}:expiries:filled` unset), in the background: the keys
+ *   made before events existed get their entry in the expiries set (`fillExpiries`).
  * - Bounded: deliveries in flight (`concurrency`), each attempt's time and answer size, events per lease.
  */
 import { randomBytes } from 'node:crypto';
@@ -103,6 +105,7 @@ export class DeliveryWorker {
   #nextSweep = 0;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
+  #filling: Promise<void> | undefined;
   #stopped = false;
   #inFlight = 0;
   readonly #busy = new Set<string>();
@@ -129,13 +132,56 @@ export class DeliveryWorker {
         });
     };
     this.#timer = setTimeout(loop, 0);
+    this.#filling = this.fillExpiries()
+      .then((n) => {
+        if (n > 0) this.#o.log.info({ keys: n }, 'key expiries of keys made before events filled in');
+      })
+      .catch((err: unknown) => this.#o.log.warn({ err: { message: (err as Error)?.message?.slice(0, 200) } }, 'filling key expiries failed (tried again at the next start)'));
+  }
+
+  /**
+   * Keys made before events existed have no entry in the expiries set, so `key.expired` would never
+   * be told for them. Once per store (`{wh}:expiries:filled` marks it done; a console stopped before
+   * the end leaves it to the next start): every account's active keys (SCAN of the `acctactive:`
+   * sets, 200 names a step, on each master of a Cluster; at most an account's active keys read at a
+   * time) whose expiry is still ahead get their entry, `ZADD NX` (an entry already there is kept).
+   * A key whose expiry passed before this is not told late. → the entries added.
+   */
+  async fillExpiries(): Promise<number> {
+    const r = this.#o.redis;
+    if ((await r.exists(this.#s.expiriesFilled())) === 1) return 0;
+    const now = await this.#now();
+    const prefix = this.#ks.accountActiveKeys('');
+    const nodes: Redis[] = 'nodes' in r && typeof r.nodes === 'function' ? (r as Cluster).nodes('master') : [r as Redis];
+    let added = 0;
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, names] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 200);
+        cursor = next;
+        for (const name of names) {
+          if (this.#stopped) return added;
+          const account = name.slice(prefix.length);
+          const ids = await r.smembers(name);
+          const digests = await Promise.all(ids.map((id) => r.get(this.#ks.keyIdIndex(id))));
+          const records = await Promise.all(digests.map((d) => (d === null ? null : r.hgetall(this.#ks.keyRecord(d)))));
+          for (const raw of records) {
+            const rec = raw === null ? null : parseKeyRecord(raw);
+            if (rec === null || typeof rec === 'string' || rec.status !== 'active' || rec.expiresAt === null || rec.expiresAt <= now || rec.account !== account) continue;
+            added += Number(await r.zadd(this.#s.expiries(), 'NX', String(rec.expiresAt), `${account} ${rec.id}`));
+          }
+        }
+      } while (cursor !== '0');
+    }
+    await r.set(this.#s.expiriesFilled(), String(now));
+    return added;
   }
 
   /** Stops passes; waits (bounded) for deliveries in flight. An event whose attempt was cut is delivered again later. */
   async stop(timeoutMs = 5000): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    const all = Promise.allSettled([this.#running, ...this.#tasks]);
+    const all = Promise.allSettled([this.#running, this.#filling, ...this.#tasks]);
     let t: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
     clearTimeout(t);
@@ -335,6 +381,8 @@ export class DeliveryWorker {
         const result = await this.#attempt(e, d.event);
         await r.lrem(this.#s.replay(e.id), 1, raw);
         if (!result.ok) await this.#o.webhooks.addDead(e.id, { event: d.event, attempts: d.attempts + 1, lastError: result.error, deadAt: await this.#now() });
+        // A replay answered 2xx is a success of the endpoint, as a delivery is: no longer failing.
+        else if ((await this.#o.webhooks.get(e.id).catch(() => null))?.failingSince != null) await this.#o.webhooks.update(e.id, { failingSince: null });
       }
     } finally {
       await r.eval(RELEASE, 1, lease, this.#token);
@@ -344,7 +392,7 @@ export class DeliveryWorker {
   async #disable(e: Endpoint, now: number): Promise<void> {
     await this.#o.webhooks.update(e.id, { status: 'disabled', disabledAt: now });
     this.#o.log.warn({ webhook: e.id }, 'webhook endpoint disabled: failing without a success');
-    await this.#pub.publish(e.account, 'webhook.disabled', { webhook_id: e.id, url: e.url, failing_since: new Date(e.failingSince!).toISOString() });
+    await this.#pub.publish(e.account, 'webhook.disabled', { webhook_id: e.id, url: redactedUrl(e.url), failing_since: new Date(e.failingSince!).toISOString() });
   }
 
   /** key.expired for keys whose expiry passed: the console that removes the member tells it. */
@@ -381,6 +429,19 @@ export class DeliveryWorker {
  */
 export function startCursor(createdAt: number): string {
   return `${createdAt - 1}-18446744073709551615`;
+}
+
+/**
+ * An endpoint's URL as an event tells it (`webhook.disabled` goes to other receivers): without its
+ * query string, fragment or user info, where a receiver's token may be.
+ */
+export function redactedUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`;
+  } catch {
+    return '';
+  }
 }
 
 /** Orders stream ids `<ms>-<seq>`. */

@@ -12,6 +12,7 @@
  *   {ns}:v1:{wh}:replay:{endpoint}    LIST   dead letters asked to be delivered again
  *   {ns}:v1:{wh}:replaylease:{endpoint} STRING the console delivering the endpoint's replays now
  *   {ns}:v1:{wh}:expiries             ZSET   "account key_id" by expiry (epoch ms): key.expired
+ *   {ns}:v1:{wh}:expiries:filled      STRING when a console filled `expiries` from the keys made before it existed (epoch ms)
  *
  * Account records carry the hash tag `{acct}` (the money records' slot), so a money script can XADD
  * its event in the same atomic script; the shared records carry `{wh}` (one slot).
@@ -54,6 +55,7 @@ export interface EventsSchema {
   replay(endpointId: string): string;
   replayLease(endpointId: string): string;
   expiries(): string;
+  expiriesFilled(): string;
 }
 
 export function eventsSchema(ns: string): EventsSchema {
@@ -70,5 +72,6 @@ export function eventsSchema(ns: string): EventsSchema {
     replay: (e) => `${base}{wh}:replay:${e}`,
     replayLease: (e) => `${base}{wh}:replaylease:${e}`,
     expiries: () => `${base}{wh}:expiries`,
+    expiriesFilled: () => `${base}{wh}:expiries:filled`,
   };
 }
