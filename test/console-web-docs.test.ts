@@ -151,13 +151,15 @@ describe('docs/web-console.md', () => {
       ['it expired', "'Your session has ended: it expired. Sign in again.'"],
       ['its token was revoked', "'Your session has ended: its token was revoked. Sign in with another token.'"],
       ['No request rate', '>No request rate<'],
+      ['You are offline. What is shown may be out of date, and no change can be sent until the connection is back.', '>You are offline. What is shown may be out of date, and no change can be sent until the connection is back.<'],
+      ['You are offline. Check your connection; the page tries again when it is back.', "'You are offline. Check your connection; the page tries again when it is back.'"],
     ] as const) {
       expect(FLAT, quote).toContain(`“${quote}”`);
       expect(PAGE_SOURCE, quote).toContain(source);
     }
     // Every other quote in the document is a name, not a message of the page.
-    const checked = new Set([...shown.map(([q]) => q), 'You are signed out.', 'it expired', 'its token was revoked', 'No request rate']);
-    const names = new Set(['Key list index', 'Performance', 'empty', 'until …', 'NAME (rolled)']);
+    const checked = new Set([...shown.map(([q]) => q), 'You are signed out.', 'it expired', 'its token was revoked', 'No request rate', 'You are offline. What is shown may be out of date, and no change can be sent until the connection is back.', 'You are offline. Check your connection; the page tries again when it is back.']);
+    const names = new Set(['Key list index', 'Performance', 'empty', 'until …', 'NAME (rolled)', 'NAME (rolled 2)', 'NAME (rolled 3)']);
     const quotes = [...FLAT.matchAll(/“((?:[^“”]|“[^”]*”)*)”/g)].map((m) => m[1]!);
     expect(quotes.length).toBeGreaterThan(10);
     for (const q of quotes) expect(checked.has(q) || names.has(q), q).toBe(true);

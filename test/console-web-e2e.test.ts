@@ -687,6 +687,7 @@ describe('the API keys page', () => {
     offline = true;
     await browser.context.setOffline(true);
     await page.getByText('You are offline.').first().waitFor();
+    expect(await page.locator('p.offline').innerText()).toBe('You are offline. What is shown may be out of date, and no change can be sent until the connection is back.');
     await page.getByLabel('Status').selectOption({ label: 'All' });
     await page.getByText('The keys could not be loaded.').waitFor();
     expect(await page.getByRole('alert').innerText()).toMatch(/You are offline\. Check your connection/);

@@ -751,7 +751,7 @@ function view(): TemplateResult {
         : nothing}
     </header>
     ${state.offline
-      ? html`<p class="offline" role="status">You are offline. What is shown may be out of date; changes wait until the connection is back.</p>`
+      ? html`<p class="offline" role="status">You are offline. What is shown may be out of date, and no change can be sent until the connection is back.</p>`
       : nothing}
     <main class="page" id="main">
       ${state.phase === 'checking'
