@@ -218,8 +218,9 @@ describe('what the recipes say', () => {
     const value = meteringPatch();
     expect(envoyProto.validate(HTTP_FILTER, value)).toEqual([]);
     expect(value.typed_config['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor');
-    // Streamed response bodies (keygate reads usage as it passes), no request body.
-    expect(value.typed_config.processing_mode).toMatchObject({ response_header_mode: 'SEND', response_body_mode: 'STREAMED', request_body_mode: 'NONE' });
+    // Streamed response bodies (keygate reads usage as it passes); the request body, partial past
+    // the buffer, for the input estimate of a stream cut before its usage.
+    expect(value.typed_config.processing_mode).toMatchObject({ response_header_mode: 'SEND', response_body_mode: 'STREAMED', request_body_mode: 'BUFFERED_PARTIAL' });
   });
 
   it('istio: the EnvoyFilter check catches a broken ext_proc config (negative test)', () => {
