@@ -199,14 +199,16 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  * The key's total spend (and so every period's) stays at most ARGV[6], like the balance: exact in Lua.
  * Every token total (counters and rate windows, input plus output) stays at most MAX_TOKEN_TOTAL:
  * all are checked before the first write, and a record that would pass one is refused whole.
- * The fingerprint is the SHA-1 (hex) of the record's key id, amount, all five token counts and
- * model (ARGV 1, 2, 8, 9, 11, 12, 13, 7, as given, '' = not given, joined by spaces; only the
+ * The fingerprint is the SHA-1 (hex) of what a usage record can carry: key id, amount, input and
+ * output tokens and model (ARGV 1, 2, 8, 9, 7, as given, '' = not given, joined by spaces; only the
  * model, last, is free text, so the joined text is unambiguous): a repeat of the request id
  * with any of them different is told apart from a plain retry (the caller compares; the script
- * writes nothing either way). `usagereq` written before this fingerprint held "keyId:amount".
+ * writes nothing either way). The cache and reasoning counts only metering gives are left out, so
+ * a router recording a request metering booked, with the same fields, is a plain retry.
+ * `usagereq` written before this fingerprint held "keyId:amount".
  */
 export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}${ALERT_CHECKS}${ROLL_TOKENS}${LUA_TOKEN_RATES}${TOKEN_BOUNDS}
-local fp = redis.sha1hex(table.concat({ARGV[1], ARGV[2], ARGV[8], ARGV[9], ARGV[11] or '', ARGV[12] or '', ARGV[13] or '', ARGV[7]}, ' '))
+local fp = redis.sha1hex(table.concat({ARGV[1], ARGV[2], ARGV[8], ARGV[9], ARGV[7]}, ' '))
 local first = redis.call('GET', KEYS[1])
 if first then return {'DUP', first, fp} end
 local amount = tonumber(ARGV[2])
