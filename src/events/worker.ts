@@ -432,13 +432,13 @@ export function startCursor(createdAt: number): string {
 }
 
 /**
- * An endpoint's URL as an event tells it (`webhook.disabled` goes to other receivers): without its
- * query string, fragment or user info, where a receiver's token may be.
+ * An endpoint's URL as an event tells it (`webhook.disabled` goes to other receivers): its origin
+ * only. A receiver's token may sit in the path (Slack's and Discord's webhook URLs), the query
+ * string, the fragment or the user info; the event's `webhook_id` names the endpoint.
  */
 export function redactedUrl(url: string): string {
   try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname}`;
+    return new URL(url).origin;
   } catch {
     return '';
   }
