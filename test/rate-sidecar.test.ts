@@ -268,9 +268,17 @@ describe("a window's use", () => {
     const k = await kc.createKey({ account, name: 'use', rates: { requests: rate('1000/h') } });
     for (let i = 0; i < 3; i++) expect(outcomeOf(await a.client.check(chatRequest(k.key)))).toBe('allow');
     // The first request was counted with a lease of 25 units (half the pool of 50), which paid for
-    // requests 2 and 3: the window counts 26, 25 of them held by the sidecar (unless already given back).
+    // requests 2 and 3: the window counts 26, 25 of them held by the sidecar — unless the lease was
+    // given back already ([3, 0]), or went back idle between two requests on a slow machine and the
+    // next took a new one ([28, 25]). Whatever the timing, the 3 allowed lie in [used − held, used].
     const busy = (await kc.getKeyView(k.id)).rateUse.requests!;
-    expect([busy.used, busy.held]).toEqual(busy.held === 0 ? [3, 0] : [26, 25]);
+    if (busy.held === 0) expect(busy.used).toBe(3);
+    else {
+      expect(busy.held).toBe(25);
+      expect(busy.used - busy.held).toBeLessThanOrEqual(3);
+      expect(busy.used).toBeGreaterThanOrEqual(3);
+      expect([26, 28]).toContain(busy.used);
+    }
     // Idle for 250 ms, the lease goes back (its 23 unused units with it): what was really used remains.
     await waitFor(async () => (await kc.getKeyView(k.id)).rateUse.requests!.held === 0, 'the idle lease given back', 5000);
     const idle = (await kc.getKeyView(k.id)).rateUse.requests!;
