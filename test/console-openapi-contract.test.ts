@@ -285,6 +285,27 @@ describe('the OpenAPI document predicts every answer', () => {
 });
 
 describe('the document and the server agree on limits', () => {
+  it("every route's body limit is exact: a body of exactly x-body-limit-bytes is not refused for its size, one byte more is 413", async () => {
+    const limited = ops.filter((o) => o.bodyLimit !== undefined);
+    expect(limited.map((o) => o.id)).toEqual(ops.filter((o) => o.method !== 'GET').map((o) => o.id));
+    const a = `edge-${randomBytes(4).toString('hex')}`;
+    for (const op of limited) {
+      const k = await fresh(a, op);
+      const path = fill(op.path, k) + query(op, k.account);
+      const headers = { 'content-type': 'application/json', ...(op.path === '/session' ? { origin: base } : {}) };
+      const token = op.path === '/session' ? null : credential(op, k, admin);
+      // A valid body (or {}) padded with JSON whitespace to the byte: only its size differs.
+      const json = JSON.stringify(valid(op, k) ?? {});
+      const padded = (n: number) => json + ' '.repeat(n - Buffer.byteLength(json));
+      const at = await probe(op, path, { token, raw: padded(op.bodyLimit!), headers }, 'exactly the limit');
+      expect([op.id, at.status], JSON.stringify(at.body).slice(0, 200)).not.toEqual([op.id, 413]);
+      const over = await probe(op, path, { token, raw: padded(op.bodyLimit! + 1), headers }, 'one byte over the limit');
+      expect([op.id, over.status, over.body.error.code]).toEqual([op.id, 413, 'PAYLOAD_TOO_LARGE']);
+      // The answer names the route's own limit (a sign-in's is smaller than the API's).
+      expect(over.body.error.message, op.id).toBe(`request body is larger than ${op.bodyLimit} bytes`);
+    }
+  }, 120_000);
+
   it("a key name: the document's maxLength is accepted (in characters), one more is refused naming body.name", async () => {
     const schema = doc.paths['/v1/accounts/{account}/keys'].post.requestBody.content['application/json'].schema;
     const max = schema.properties.name.maxLength as number;

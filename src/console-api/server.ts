@@ -159,7 +159,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
     } else {
       const fe = err as FastifyError;
       const status = fe.statusCode ?? 500;
-      if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) e = new ApiError('PAYLOAD_TOO_LARGE', `request body is larger than ${opts.config.bodyLimitBytes} bytes`);
+      if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) e = new ApiError('PAYLOAD_TOO_LARGE', `request body is larger than ${req.routeOptions.bodyLimit ?? opts.config.bodyLimitBytes} bytes`); // the route's own limit (a sign-in's is smaller)
       else if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) e = new ApiError('UNSUPPORTED_MEDIA_TYPE', 'request body must be application/json');
       else if (fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') e = new ApiError('INVALID_INPUT', 'body: empty JSON body; send {} or no Content-Type');
       else if (status === 429) e = new ApiError('RATE_LIMITED', fe.message);
