@@ -10,8 +10,6 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -19,12 +17,9 @@ import { CLI_ACTOR } from '../src/console/management.ts';
 import { KeyConsole } from '../src/console/service.ts';
 import { destroyRedis, freePort, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { until } from './helpers/until.ts';
-import { startReceiver, type Received, type Receiver } from './helpers/webhook-receiver.ts';
+import { startReceiver, verifyDocs, type Received, type Receiver } from './helpers/webhook-receiver.ts';
 
 const BIN = fileURLToPath(new URL('../bin/keygate', import.meta.url));
-const DOCS = readFileSync(new URL('../docs/events.md', import.meta.url), 'utf8');
-const nodeSnippet = /```js\n([\s\S]*?)```/.exec(DOCS)![1]!;
-const verifyDocs = new Function('require', `${nodeSnippet}\nreturn verifyKeygateSignature;`)(createRequire(import.meta.url)) as (s: string, b: string, h: string) => boolean;
 const REVEAL = `base64:${randomBytes(32).toString('base64')}`;
 const run = promisify(execFile);
 

@@ -10,8 +10,6 @@
  * receiver on loopback; every delivery is checked with the docs' own verification snippet.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
@@ -23,12 +21,9 @@ import { ExtProcClient } from './helpers/ext-proc-client.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
 import { until } from './helpers/until.ts';
-import { startReceiver, type Receiver } from './helpers/webhook-receiver.ts';
+import { startReceiver, verifyDocs, type Receiver } from './helpers/webhook-receiver.ts';
 import { fixture } from './unit/metering-helpers.ts';
 
-const DOCS = readFileSync(new URL('../docs/events.md', import.meta.url), 'utf8');
-const nodeSnippet = /```js\n([\s\S]*?)```/.exec(DOCS)![1]!;
-const verifyDocs = new Function('require', `${nodeSnippet}\nreturn verifyKeygateSignature;`)(createRequire(import.meta.url)) as (s: string, b: string, h: string, now?: number) => boolean;
 
 /** openai-chat.json at `openai/*` with these prices: 93 × 2.5 + 1024 × 1.25 + 46 × 10 = 1972.5 → 1973 micro-units. */
 const METERED = 1973;

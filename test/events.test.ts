@@ -6,8 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,13 +15,10 @@ import { KeyConsole } from '../src/console/index.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';
 import { startRedis, type RedisServer } from './helpers/redis-server.ts';
-import { startReceiver, type Receiver, type Received } from './helpers/webhook-receiver.ts';
+import { EVENTS_DOC as DOCS, startReceiver, verifyDocs, type Receiver, type Received } from './helpers/webhook-receiver.ts';
 import { until } from './helpers/until.ts';
 
-const DOCS = readFileSync(new URL('../docs/events.md', import.meta.url), 'utf8');
-const nodeSnippet = /```js\n([\s\S]*?)```/.exec(DOCS)![1]!;
 const pySnippet = /```python\n([\s\S]*?)```/.exec(DOCS)![1]!;
-const verifyDocs = new Function('require', `${nodeSnippet}\nreturn verifyKeygateSignature;`)(createRequire(import.meta.url)) as (s: string, b: string, h: string, now?: number) => boolean;
 
 let redis: RedisServer;
 let srv: ConsoleServer;
