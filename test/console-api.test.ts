@@ -11,11 +11,9 @@ import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
-import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { callApi, PLAIN_NAMES_UNREAD, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { chatRequest, startStack, type Stack } from './helpers/sidecars.ts';
 
-/** The answer's bare_models beside this file's sidecar (no KEYGATE_BARE_MODEL_PROVIDER). */
-const PLAIN_NAMES_UNREAD = { openai: { rule: 'none', provider: null }, anthropic: { rule: 'none', provider: null }, google: { rule: 'none', provider: null } };
 let stack: Stack;
 let srv: ConsoleServer;
 let base: string;
