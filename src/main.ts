@@ -102,8 +102,9 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   // never reach them.
   const limiter = new RateLimiter(storeRedis!, { now: deps.now });
   const tokenViews = new TokenRateViews(storeRedis!, { now: deps.now });
-  // What this sidecar enforces, for the console's wallet.enforced (on a timer: never per request).
-  const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, log });
+  // What this sidecar enforces and how it reads a bare model name, for the console's wallet.enforced and
+  // bare_models (on a timer: never per request).
+  const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, bareModelProviders: config.bareModelProviders, log });
   settings.start();
   metrics.addStoreStats(() => {
     const st = store.stats();

@@ -11,7 +11,7 @@ import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { deniedBody } from './helpers/envoy-client.ts';
-import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
+import { callApi, PLAIN_NAMES_UNREAD, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import { chatRequest, startStack, type Stack } from './helpers/sidecars.ts';
 
 let stack: Stack;
@@ -181,7 +181,7 @@ describe('auth and scope', () => {
     }
     expect((await call('PATCH', `/v1/keys/${theirs.body.id}`, { token: owner, body: { name: 'x' } })).status).toBe(404);
     expect((await call('GET', `/v1/keys/${theirs.body.id}`)).body.status).toBe('active'); // untouched
-    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     // Operator operations need an all-accounts token.
     for (const [m, p, body] of [
       ['POST', `/v1/accounts/${ACCT}/disable`, undefined],
@@ -205,10 +205,10 @@ describe('auth and scope', () => {
     const acct = `dis-${randomBytes(4).toString('hex')}`;
     const k = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'k' } });
     const noWallet = { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' };
-    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
+    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     expect(await check(k.body.key)).toBe('USER_BLOCKED');
     expect((await call('GET', `/v1/accounts/${acct}`)).body.status).toBe('disabled');
-    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD' });
+    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     expect(await check(k.body.key)).toBe('ALLOW');
   });
 

@@ -483,3 +483,60 @@ describe('wallet.enforced', () => {
     }
   });
 });
+
+describe('bare_models', () => {
+  /** The first answer of a sidecar that is not a store timeout (as in wallet.enforced). */
+  async function answer(sc: TestSidecar, key: string, model: string): Promise<string> {
+    let code = 'AUTH_UNAVAILABLE';
+    for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
+      const res = await sc.client.check(chatRequest(key, model));
+      code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
+    }
+    return code;
+  }
+  const none = { rule: 'none', provider: null };
+
+  it('tells how the live sidecars read a plain model name, per entry family: one provider, none, mixed, unreported (the API and the library)', async () => {
+    const stack = await startStack({ bareModelProviders: 'google=vertex, openai=OpenAI' });
+    const config = loadConsoleApiConfig({ port: 0, redisUrl: stack.redis.url }, { KEYGATE_CONSOLE_HOST: '127.0.0.1' });
+    const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+    let plain: TestSidecar | null = null;
+    try {
+      const op = (await c.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;
+      const bare = async (a: string) => (await callApi(`http://127.0.0.1:${c.port}`, 'GET', `/v1/accounts/${a}`, { token: op })).body.bare_models;
+      const a = acct();
+      const k = await c.console.createKey({ account: a, name: 'mini', models: ['openai/gpt-4o-mini'] }, CLI_ACTOR);
+      // The record holds the mapping in canonical form (families in a fixed order, providers in lower case).
+      expect(Object.values(await stack.db.hgetall(c.console.schema.sidecars()))).toEqual([expect.stringMatching(/^0 openai=openai,google=vertex \d+$/)]);
+      expect(await answer(stack, k.key, 'gpt-4o-mini')).toBe('ALLOW');
+      const one = { openai: { rule: 'provider', provider: 'openai' }, anthropic: none, google: { rule: 'provider', provider: 'vertex' } };
+      expect(await bare(a)).toEqual(one);
+      expect(await c.console.bareModels()).toEqual(one);
+
+      plain = await startTestSidecar(stack.redis.url);
+      expect(await answer(plain, k.key, 'gpt-4o-mini')).toBe('MODEL_NOT_ALLOWED');
+      const mixed = { openai: { rule: 'mixed', provider: null }, anthropic: none, google: { rule: 'mixed', provider: null } };
+      expect(await bare(a)).toEqual(mixed);
+      expect(await c.console.bareModels()).toEqual(mixed);
+
+      await stack.sidecar.close();
+      expect(await bare(a)).toEqual({ openai: none, anthropic: none, google: none });
+
+      // A live sidecar of a version that publishes only its wallet setting: what it does is not known.
+      const [secs] = await stack.db.time();
+      await stack.db.hset(c.console.schema.sidecars(), 'older', `1 ${Number(secs) * 1000 + 30_000}`);
+      const differ = { rule: 'mixed', provider: null };
+      expect(await bare(a)).toEqual({ openai: differ, anthropic: differ, google: differ });
+      await plain.close();
+      plain = null;
+      const unreported = { rule: 'unreported', provider: null };
+      expect(await bare(a)).toEqual({ openai: unreported, anthropic: unreported, google: unreported });
+      await stack.db.hdel(c.console.schema.sidecars(), 'older');
+      expect(await c.console.bareModels()).toEqual({ openai: unreported, anthropic: unreported, google: unreported });
+    } finally {
+      await plain?.close();
+      await c.close();
+      await stack.close();
+    }
+  });
+});

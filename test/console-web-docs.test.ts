@@ -12,7 +12,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expiryProblem, modelsProblem, nameProblem } from '../src/core/key-rules.ts';
 import { rateProblem } from '../src/core/rate-text.ts';
-import { rateRefusalWords, rateWords, useWords } from '../web/src/format.ts';
+import { plainNameWords, rateRefusalWords, rateWords, useWords } from '../web/src/format.ts';
 import { usageSummary } from '../web/src/usage-chart.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
@@ -138,6 +138,8 @@ describe('docs/web-console.md', () => {
       ['7 requests per hour (3 used this window)', `${rateWords(7, 'request', 'hour')}${useWords({ used: 3 })}`],
       ['1,000 requests per hour (26 used this window, up to 25 of them reserved ahead by sidecars)', `${rateWords(1000, 'request', 'hour')}${useWords({ used: 26, held: 25 })}`],
       ['Last 30 days: 5.00 USD spent, 1 request, 1,200 input and 340 output tokens.', usageSummary(Array.from({ length: 30 }, (_, i) => day(i)), 'USD')],
+      ['Here a plain gpt-4o-mini at the OpenAI entry counts as openai/gpt-4o-mini.', plainNameWords({ rule: 'provider', provider: 'openai' })],
+      ["Here a plain gpt-4o-mini at the OpenAI entry is not read as any provider's: list the plain name too to allow it.", plainNameWords({ rule: 'none', provider: null })],
     ];
     for (const [quote, page] of shown) {
       expect(FLAT, quote).toContain(`“${quote}”`);

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
-import { chatRequest, outcomeOf, startStack, waitTracking, type Stack } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startStack, startTestSidecar, waitTracking, type Stack } from './helpers/sidecars.ts';
 import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
 
 const ACCOUNT = 'acct-e2e';
@@ -610,6 +610,34 @@ describe('the API keys page', () => {
       );
     }
     for (const name of ['q', 'status', 'sort', 'Reveal', 'Edit', 'Roll', 'Revoke', 'Copy']) expect(seen).toContain(name);
+  });
+
+  it("the Models help says what a plain model name counts as here, from the live sidecars: none reads it as a provider's; sidecars that differ, the general words", async () => {
+    const { page } = browser;
+    /** The help of a fresh page's create form, once the account answer is in. */
+    const help = async () => {
+      const loaded = page.waitForResponse((r) => new URL(r.url()).pathname === `/v1/accounts/${ACCOUNT}`);
+      await page.reload();
+      await loaded;
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const text = (await page.getByRole('dialog').locator('#f-models-help').innerText()).replace(/\s+/g, ' ');
+      await page.keyboard.press('Escape');
+      await page.getByRole('dialog').waitFor({ state: 'detached' });
+      return text;
+    };
+    const none = "A request must name a listed model. Here a plain gpt-4o-mini at the OpenAI entry is not read as any provider's: list the plain name too to allow it.";
+    const general = "and a plain gpt-4o-mini only where the gateway reads plain names as OpenAI's (or list the plain name too).";
+    expect(await help()).toContain(none);
+    const reading = await startTestSidecar(stack.redis.url, { bareModelProviders: 'openai=openai' });
+    try {
+      await poll(async () => (await konsole.server.console.bareModels()).openai.rule).toBe('mixed');
+      const mixed = await help();
+      expect(mixed).toContain(general);
+      expect(mixed).not.toContain('Here a plain');
+    } finally {
+      await reading.close();
+    }
+    expect(await help()).toContain(none);
   });
 
   it('rolls with a grace period: both keys work, and the old one says until when and offers no second roll', async () => {

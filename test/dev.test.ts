@@ -376,7 +376,7 @@ describe('keygate dev', () => {
     }
   }, 90_000);
 
-  it('a key made on the page, restricted to the model the page suggests, works with the printed OpenAI curl (the real curl); another model gets the 403 naming what it accepts', async () => {
+  it('a key made on the page, restricted to the model the page suggests, works with the printed OpenAI curl (the real curl) as its Models help says; another model gets the 403 naming what it accepts', async () => {
     const p = await ports();
     const dev = spawnDev(args(tmp(), p));
     await untilRunning(dev);
@@ -396,6 +396,8 @@ describe('keygate dev', () => {
       // The model the form's help names first.
       const suggested = await dialog.locator('#f-models-help code').first().innerText();
       expect(suggested).toBe('openai/gpt-4o-mini');
+      // dev's sidecar reads a plain name at the OpenAI entry as OpenAI's, and the help says so.
+      await dialog.locator('#f-models-help', { hasText: 'Here a plain gpt-4o-mini at the OpenAI entry counts as openai/gpt-4o-mini.' }).waitFor({ timeout: 10_000 });
       await dialog.getByLabel('Name', { exact: true }).fill('mini only');
       await dialog.getByLabel('Models').fill(suggested);
       await dialog.getByRole('button', { name: 'Create', exact: true }).click();

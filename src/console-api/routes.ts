@@ -86,11 +86,14 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
   /** Book-keeping writes: a bucket per token of their own, apart from the token's other requests. */
   const booking = { rateLimit: { max: bookingPerMinute, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `booking:${req.principal?.token.id ?? req.ip}` } };
 
-  /** An account with whether it has a wallet at all (never credited: none) and the deployment's currency. */
+  /**
+   * An account with whether it has a wallet at all (never credited: none), the deployment's currency
+   * and how its live sidecars read a model name without a provider.
+   */
   async function accountView(account: string): Promise<z.infer<typeof S.Account>> {
-    const [info, exists] = await Promise.all([mc.accountInfo(account), mc.redis.exists(mc.schema.wallet(account))]);
+    const [info, exists, bare] = await Promise.all([mc.accountInfo(account), mc.redis.exists(mc.schema.wallet(account)), mc.bareModels()]);
     const a = accountJson(info);
-    return { ...a, wallet: { ...a.wallet, exists: exists === 1 }, currency };
+    return { ...a, wallet: { ...a.wallet, exists: exists === 1 }, currency, bare_models: bare };
   }
 
   /**

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { AUDIT_ACTIONS, TOKEN_ID_PATTERN, TOKEN_ID_RULE } from '../console/management.ts';
 import { ISO_INSTANT_PATTERN, parseIsoInstant } from '../console/validate.ts';
 import { WALLET_RULES } from '../console/wallet.ts';
+import { BARE_MODEL_RULES } from '../store/sidecar-settings.ts';
 import { BOOK_ID_PATTERN, BOOK_ID_RULE, LIMIT_PERIODS, MAX_AMOUNT_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from '../schema/money.ts';
 import { ACCOUNT_ID_PATTERN, ACCOUNT_ID_RULE, KEY_ID_PATTERN, KEY_ID_RULE, LIMITS } from '../schema/redis-schema.ts';
 import { MAX_RATE_REQUESTS, MAX_RATE_TOKENS, RATE_UNITS } from '../schema/rates.ts';
@@ -211,6 +212,15 @@ export const KeyList = z.object({
   max_active_keys: z.number().int().describe('the most active keys an account may have'),
 });
 export const Revealed = z.object({ id: z.string(), key: z.string() });
+const BareModelReading = z.object({
+  rule: z
+    .enum(BARE_MODEL_RULES)
+    .describe(
+      'provider (every live sidecar reads a plain name as that provider\'s: gpt-4o-mini counts as {provider}/gpt-4o-mini), none (none does), mixed (they differ, or some publish no reading: it depends on the sidecar that checks the request), unreported (no live sidecar published a reading)',
+    ),
+  provider: z.string().nullable().describe('the provider of rule provider; otherwise null'),
+});
+const BareModels = z.object({ openai: BareModelReading, anthropic: BareModelReading, google: BareModelReading });
 export const Account = z.object({
   id: z.string(),
   status: z.enum(['active', 'disabled']),
@@ -233,6 +243,9 @@ export const Account = z.object({
   token_rate: TokenRate.nullable(),
   rate_use: RateUses,
   currency: z.string().optional().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
+  bare_models: BareModels.optional().describe(
+    "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
+  ),
 });
 export const LedgerQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(PAGE_MAX).default(PAGE_DEFAULT).describe(`entries per page (1-${PAGE_MAX}, default ${PAGE_DEFAULT})`),

@@ -33,6 +33,7 @@ import type { RateSettings, RatesPatch } from './rates.ts';
 import type { PriceBook, PriceEntry, PriceInput } from './prices.ts';
 import type { CreditResult, UsageInput, UsageResult } from './wallet.ts';
 import { summarizeUsage, summarySpan, type UsageGrouping, type UsageSummary } from './usage-summary.ts';
+import { bareModelReadings, liveSidecars, type BareModels } from '../store/sidecar-settings.ts';
 
 export type { KeyConsoleOptions } from './context.ts';
 
@@ -168,6 +169,14 @@ export class ConsoleService {
   /** `{id, status, wallet: {enforced, balance_micros}, tokens, rates}`. */
   accountInfo(account: string): Promise<AccountInfo> {
     return accounts.accountInfo(this.#c, account);
+  }
+
+  /**
+   * How the live sidecars read a model name without a provider, per entry family: what each
+   * publishes of its KEYGATE_BARE_MODEL_PROVIDER (docs/models.md), by the rules of `wallet.rule`.
+   */
+  async bareModels(): Promise<BareModels> {
+    return bareModelReadings(await liveSidecars(this.#c.redis, this.#c.schema.sidecars()));
   }
 
   /** Sets or (null) removes the account's request and token rates; audited as `update`. */

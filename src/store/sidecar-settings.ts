@@ -1,11 +1,15 @@
 /**
- * The settings a sidecar publishes for the console: today whether it refuses accounts without a
- * wallet (`KEYGATE_REQUIRE_WALLET`), so that the console's `wallet.enforced` tells the rule the
- * live sidecars apply instead of the console's own environment (docs/decisions.md, "Who says a
- * wallet is enforced").
+ * The settings a sidecar publishes for the console: whether it refuses accounts without a wallet
+ * (`KEYGATE_REQUIRE_WALLET`), so that the console's `wallet.enforced` tells the rule the live
+ * sidecars apply instead of the console's own environment (docs/decisions.md, "Who says a wallet is
+ * enforced"), and how it reads a model name without a provider (`KEYGATE_BARE_MODEL_PROVIDER`), so
+ * that the console can say what a plain name counts as here (`bare_models`, docs/models.md).
  *
  * One hash per namespace, `{ns}:v1:sidecars`: field = the sidecar's instance id, value =
- * `<require wallet 1|0> <expires at, epoch ms of the Redis server>`. A sidecar writes its field once
+ * `<require wallet 1|0> <bare-name mapping> <expires at, epoch ms of the Redis server>`, the mapping
+ * in canonical form (`openai=openai,google=vertex`, families in a fixed order) or `-` for none. A
+ * value of two words (`1|0 <expires>`) is a sidecar that publishes no mapping (an older version).
+ * A sidecar writes its field once
  * its store connection is ready (and after each reconnect), and again every `SIDECAR_SETTINGS_EVERY_MS` (10 s) on a timer of its own, with an expiry of
  * `SIDECAR_SETTINGS_TTL_MS` (30 s); it removes the field when it closes, so a crashed sidecar
  * drops out within 30 s. The request path never touches it: no Check runs a command for it.
@@ -14,6 +18,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../core/clock.ts';
+import { FAMILIES, type Family } from '../core/family.ts';
+import { formatBareProviders, parseBareProviders } from '../core/model/index.ts';
 import type { RedisClient } from './redis.ts';
 
 /** How often a sidecar writes its settings again. */
@@ -28,7 +34,7 @@ local function expires(v) return tonumber(string.match(v, ' (%d+)$') or '0') end
 `;
 
 /**
- * KEYS: the sidecars hash. ARGV: instance id, settings ('1' | '0'), ttl ms. Writes the field with
+ * KEYS: the sidecars hash. ARGV: instance id, settings (`1|0 <mapping|->`), ttl ms. Writes the field with
  * its expiry (server time), drops expired fields, and lets the whole hash expire with the last one.
  */
 const ANNOUNCE = `${NOW}
@@ -41,28 +47,68 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 'OK'`;
 
-/** KEYS: the sidecars hash. → the settings of every live sidecar (read only). */
+/** KEYS: the sidecars hash. → the settings of every live sidecar, without their expiry (read only). */
 const LIVE = `${NOW}
 local out = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  if expires(all[i + 1]) >= now then table.insert(out, string.match(all[i + 1], '^(%S+)')) end
+  if expires(all[i + 1]) >= now then table.insert(out, string.match(all[i + 1], '^(.-) %d+$') or '') end
 end
 return out`;
 
-/** What the live sidecars say about accounts without a wallet. */
+/** What the live sidecars say about accounts without a wallet and about model names without a provider. */
 export interface LiveSidecars {
   /** Live sidecars that refuse an account never credited (402). */
   readonly requiring: number;
   /** Live sidecars that let it through. */
   readonly notRequiring: number;
+  /** Each live sidecar's bare-name mapping (KEYGATE_BARE_MODEL_PROVIDER); null: it published none. */
+  readonly bareProviders: readonly (ReadonlyMap<Family, string> | null)[];
 }
 
 /** Reads the settings of the sidecars alive now (one read-only script). */
 export async function liveSidecars(redis: RedisClient, key: string): Promise<LiveSidecars> {
-  const settings = (await redis.eval(LIVE, 1, key)) as string[];
-  const requiring = settings.filter((v) => v === '1').length;
-  return { requiring, notRequiring: settings.length - requiring };
+  const settings = ((await redis.eval(LIVE, 1, key)) as string[]).map((v) => v.split(' '));
+  const requiring = settings.filter((v) => v[0] === '1').length;
+  return { requiring, notRequiring: settings.length - requiring, bareProviders: settings.map((v) => (v.length === 2 ? mapping(v[1]!) : null)) };
+}
+
+function mapping(word: string): ReadonlyMap<Family, string> | null {
+  if (word === '-') return new Map();
+  try {
+    return parseBareProviders(word);
+  } catch {
+    return null; // not a mapping this version reads: as if none was published
+  }
+}
+
+/**
+ * How the live sidecars read a model name without a provider at an entry of one family, by the
+ * rules of `wallet.rule`: `provider` (every one reads it as `provider`'s), `none` (none reads it as
+ * any provider's: the default), `mixed` (they differ, or some published no mapping), `unreported`
+ * (no live sidecar published one).
+ */
+export type BareModelRule = 'provider' | 'none' | 'mixed' | 'unreported';
+export const BARE_MODEL_RULES: readonly BareModelRule[] = ['provider', 'none', 'mixed', 'unreported'];
+export interface BareModelReading {
+  readonly rule: BareModelRule;
+  /** The provider of rule `provider`; otherwise null. */
+  readonly provider: string | null;
+}
+
+/** Per entry family, how the live sidecars read a bare model name. */
+export type BareModels = Readonly<Record<Family, BareModelReading>>;
+
+export function bareModelReadings(live: LiveSidecars): BareModels {
+  const reported = live.bareProviders.filter((m) => m !== null);
+  const one = (family: Family): BareModelReading => {
+    if (reported.length === 0) return { rule: 'unreported', provider: null };
+    const providers = new Set(live.bareProviders.map((m) => (m === null ? undefined : (m.get(family) ?? null))));
+    if (providers.size > 1) return { rule: 'mixed', provider: null };
+    const provider = reported[0]!.get(family) ?? null;
+    return provider === null ? { rule: 'none', provider: null } : { rule: 'provider', provider };
+  };
+  return Object.fromEntries(FAMILIES.map((f) => [f, one(f)])) as BareModels;
 }
 
 /** A sidecar's side: writes its settings at start and on a timer; removes them on close. */
@@ -75,10 +121,10 @@ export class SidecarSettings {
   #stop: (() => void) | null = null;
   readonly #onReady = () => void this.#announce();
 
-  constructor(redis: RedisClient, key: string, o: { requireWallet: boolean; log: Logger }) {
+  constructor(redis: RedisClient, key: string, o: { requireWallet: boolean; bareModelProviders: ReadonlyMap<Family, string>; log: Logger }) {
     this.#redis = redis;
     this.#key = key;
-    this.#value = o.requireWallet ? '1' : '0';
+    this.#value = `${o.requireWallet ? '1' : '0'} ${formatBareProviders(o.bareModelProviders) || '-'}`;
     this.#log = o.log;
   }
 

@@ -78,6 +78,9 @@ export interface ConsoleFixture extends TestConsole {
 }
 
 /** Registers beforeAll/afterAll that start and stop a test console; read the fixture inside tests. */
+/** An account answer's bare_models beside sidecars without KEYGATE_BARE_MODEL_PROVIDER. */
+export const PLAIN_NAMES_UNREAD = { openai: { rule: 'none', provider: null }, anthropic: { rule: 'none', provider: null }, google: { rule: 'none', provider: null } };
+
 export function useTestConsole(ownerAccount: string): ConsoleFixture {
   const f = {} as { -readonly [K in keyof ConsoleFixture]: ConsoleFixture[K] };
   beforeAll(async () => {

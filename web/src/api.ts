@@ -87,11 +87,19 @@ export interface AuditEvent {
   changes: Record<string, unknown>;
 }
 
+/** How the live sidecars read a plain model name at one entry family (see the account answer's `bare_models`). */
+export interface BareModelReading {
+  rule: 'provider' | 'none' | 'mixed' | 'unreported';
+  provider: string | null;
+}
+
 export interface Account {
   id: string;
   status: 'active' | 'disabled';
   wallet?: { enforced: boolean; balance_micros: number; exists?: boolean; rule?: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
   currency?: string;
+  /** How the live sidecars read a model name without a provider, per entry family. */
+  bare_models?: { openai: BareModelReading; anthropic: BareModelReading; google: BareModelReading };
 }
 
 export interface Session {

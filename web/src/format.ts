@@ -1,5 +1,5 @@
 /** Display and input conversions of the page (no DOM). */
-import type { Limit } from './api.ts';
+import type { BareModelReading, Limit } from './api.ts';
 
 /** Integer micro-units as a decimal with 2 to 6 places: 12_500_000 → "12.50", 1 → "0.000001". */
 export function money(micros: number): string {
@@ -119,4 +119,16 @@ export function useWords(use: { used: number; held?: number } | null | undefined
 /** A rate for the Rates column: "1 request per second", "5,000 tokens per day". */
 export function rateWords(count: number, noun: 'request' | 'token', per: string): string {
   return `${count.toLocaleString()} ${count === 1 ? noun : `${noun}s`} per ${per}`;
+}
+
+/**
+ * What a plain name at the OpenAI entry counts as in this deployment, for the Models help: "Here a
+ * plain gpt-4o-mini at the OpenAI entry counts as openai/gpt-4o-mini." or that it counts as no
+ * provider's; null when the sidecars differ, none reported or the answer is not loaded (the page
+ * then says it generically).
+ */
+export function plainNameWords(openai: BareModelReading | undefined): string | null {
+  if (openai?.rule === 'provider' && openai.provider) return `Here a plain gpt-4o-mini at the OpenAI entry counts as ${openai.provider}/gpt-4o-mini.`;
+  if (openai?.rule === 'none') return "Here a plain gpt-4o-mini at the OpenAI entry is not read as any provider's: list the plain name too to allow it.";
+  return null;
 }

@@ -40,6 +40,7 @@ import {
   localInput,
   money,
   periodWord,
+  plainNameWords,
   rolledName,
   timeZoneName,
   when,
@@ -1238,6 +1239,8 @@ function keyForm(
   const err = (f: Field) => (e[f] ? html`<p class="error" id="f-${f}-error">${e[f]}</p>` : nothing);
   const invalid = (f: Field) => (e[f] ? 'true' : 'false');
   const wrong = KEY_FIELDS.filter((f) => e[f]);
+  // What a plain model name counts as here, from the live sidecars (null: they differ, none said, or not loaded).
+  const plainHelp = plainNameWords(state.account.state === 'ok' ? state.account.value.bare_models?.openai : undefined);
   // Typing in a field clears the error shown for it.
   const onInput = (ev: Event) => {
     const name = (ev.target as HTMLInputElement).name;
@@ -1266,9 +1269,11 @@ function keyForm(
       <input id="f-models" name="models" type="text" autocomplete="off" spellcheck="false" placeholder="All models"
         .value=${v.models ?? k?.models?.join(', ') ?? ''} aria-invalid=${invalid('models')} aria-describedby=${described('models', 'f-models-help')} />
       <p class="help" id="f-models-help">Empty allows every model. Separate entries with commas: <code>openai/gpt-4o-mini</code>,
-        <code>anthropic/*</code>. A request must name a listed model: <code>openai/gpt-4o-mini</code> matches a request for
+        <code>anthropic/*</code>. ${plainHelp === null
+          ? html`A request must name a listed model: <code>openai/gpt-4o-mini</code> matches a request for
         <code>openai/gpt-4o-mini</code>, and a plain <code>gpt-4o-mini</code> only where the gateway reads plain names as OpenAI's
-        (or list the plain name too).</p>
+        (or list the plain name too).`
+          : `A request must name a listed model. ${plainHelp}`}</p>
       ${err('models')}
     </div>
     <div class="field">

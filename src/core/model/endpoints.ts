@@ -74,6 +74,11 @@ export function parseBareProviders(spec: string): Map<Family, string> {
   return out;
 }
 
+/** The canonical form of a bare-name mapping: `family=provider` in FAMILIES order, comma-separated ('' = none). */
+export function formatBareProviders(providers: ReadonlyMap<Family, string>): string {
+  return FAMILIES.filter((f) => providers.has(f)).map((f) => `${f}=${providers.get(f)!}`).join(',');
+}
+
 export type EndpointMatch =
   | { readonly kind: 'endpoint'; readonly endpoint: Endpoint; /** the `{model}` segment, for `path` */ readonly model: string | null }
   | { readonly kind: 'no-model' }

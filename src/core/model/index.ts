@@ -25,7 +25,7 @@ import { queryNamesOtherModel } from './query.ts';
 
 export { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from './patterns.ts';
 export { MAX_SCAN_BYTES } from './json-scan.ts';
-export { BUILTIN_ENDPOINTS, compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './endpoints.ts';
+export { BUILTIN_ENDPOINTS, compileModelEndpoints, formatBareProviders, parseBareProviders, withBareProviders, type EndpointTable } from './endpoints.ts';
 
 export interface ModelRequest {
   readonly family: Family;
