@@ -20,8 +20,9 @@ import { CLI_ACTOR } from '../console/management.ts';
 import { ConsoleService } from '../console/service.ts';
 import { parseIsoInstant, parseModelList } from '../console/validate.ts';
 import { accountJson, creditJson, keyJson, keyRecordJson, usageEntryJson, usageJson } from '../console/views.ts';
-import { formatAmount, LIMIT_PERIODS, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
+import { formatAmount, LIMIT_PERIODS, MAX_TOKEN_COUNT, parseAmount, type KeyLimit, type LimitPeriod } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
+import { windowUseWords } from '../core/key-rules.ts';
 import { formatRate, parseRateText, type Rate } from '../schema/rates.ts';
 import type { RatesPatch, RateUse } from '../console/rates.ts';
 import { parseThresholdList, setAlertThresholds } from '../events/publish.ts';
@@ -95,9 +96,7 @@ export function rateArgs(o: { rate?: string | boolean; tokenRate?: string | bool
  */
 function rateText(r: Rate | null, use: RateUse | null): string {
   if (r === null) return 'none';
-  if (use === null) return formatRate(r);
-  const held = use.held ? `, up to ${use.held} of them reserved ahead by sidecars` : '';
-  return `${formatRate(r)} (${use.used} used this window${held})`;
+  return `${formatRate(r)}${windowUseWords(use)}`;
 }
 const ratesText = (v: KeyView) => `rate ${rateText(v.rates.requests, v.rateUse.requests)}; token rate ${rateText(v.rates.tokens, v.rateUse.tokens)}`;
 
@@ -374,7 +373,7 @@ export function registerConsoleCommands(program: Command): void {
     const amountMicros = amountArg(o.amount);
     const count = (v: string | undefined, what: string) => {
       if (v === undefined) return undefined;
-      if (!/^\d{1,15}$/.test(v)) throw new ConsoleError('INVALID_INPUT', `${what} must be a non-negative integer`);
+      if (!/^\d{1,15}$/.test(v) || Number(v) > MAX_TOKEN_COUNT) throw new ConsoleError('INVALID_INPUT', `${what} must be a whole number from 0 to ${MAX_TOKEN_COUNT}`);
       return Number(v);
     };
     const input = {

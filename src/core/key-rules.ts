@@ -79,3 +79,14 @@ export function expiryProblem(ms: number, nowMs: number): string | null {
   if (ms > Date.UTC(9999, 11, 31, 23, 59, 59, 999)) return 'Choose a date before the year 10000.';
   return null;
 }
+
+/**
+ * A rate window's use in words, as `keys show` and the page's Rates column say it:
+ * " (3 used this window)", " (26 used this window, up to 25 of them reserved ahead by sidecars)";
+ * '' without a use. `n` writes a number (the page groups digits; the CLI does not).
+ */
+export function windowUseWords(use: { used: number; held?: number } | null | undefined, n: (v: number) => string = String): string {
+  if (!use) return '';
+  const held = use.held ? `, up to ${n(use.held)} of them reserved ahead by sidecars` : '';
+  return ` (${n(use.used)} used this window${held})`;
+}

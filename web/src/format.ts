@@ -61,6 +61,7 @@ export function fromLocalInput(value: string): number {
 
 /** A rolled key's name (the console names it in the roll; the page shows it before): the rule is the console's. */
 export { rolledName } from '../../src/core/key-rules.ts';
+import { windowUseWords } from '../../src/core/key-rules.ts';
 
 /** One CSV line (RFC 4180 quoting; text that a spreadsheet would run as a formula gets a leading '). */
 export function csvLine(cells: (string | number | null)[]): string {
@@ -105,16 +106,8 @@ export function rateRefusalWords(message: string): string {
   return `Your account allows at most ${m[3]}: choose a ${what} within it (${m[2]} is more).`;
 }
 
-/**
- * The current window's use of a rate, after the rate: " (3 used this window)", or with units
- * sidecars hold in leases " (26 used this window, up to 25 of them reserved ahead by sidecars)";
- * nothing when the API did not say.
- */
-export function useWords(use: { used: number; held?: number } | null | undefined): string {
-  if (!use) return '';
-  const held = use.held ? `, up to ${use.held.toLocaleString()} of them reserved ahead by sidecars` : '';
-  return ` (${use.used.toLocaleString()} used this window${held})`;
-}
+/** A window's use for the Rates column, digits grouped: " (3 used this window)" (key-rules.ts, `windowUseWords`). */
+export const useWords = (use: { used: number; held?: number } | null | undefined): string => windowUseWords(use, (v) => v.toLocaleString());
 
 /** A rate for the Rates column: "1 request per second", "5,000 tokens per day". */
 export function rateWords(count: number, noun: 'request' | 'token', per: string): string {
