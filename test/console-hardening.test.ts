@@ -522,16 +522,16 @@ describe('bare_models', () => {
       await stack.sidecar.close();
       expect(await bare(a)).toEqual({ openai: none, anthropic: none, google: none });
 
-      // A live sidecar of a version that publishes only its wallet setting: what it does is not known.
+      // A live sidecar whose mapping this console cannot read (a family of a later version): what it does is not known.
       const [secs] = await stack.db.time();
-      await stack.db.hset(c.console.schema.sidecars(), 'older', `1 ${Number(secs) * 1000 + 30_000}`);
+      await stack.db.hset(c.console.schema.sidecars(), 'later', `1 openai=openai,mistral=mistral ${Number(secs) * 1000 + 30_000}`);
       const differ = { rule: 'mixed', provider: null };
       expect(await bare(a)).toEqual({ openai: differ, anthropic: differ, google: differ });
       await plain.close();
       plain = null;
       const unreported = { rule: 'unreported', provider: null };
       expect(await bare(a)).toEqual({ openai: unreported, anthropic: unreported, google: unreported });
-      await stack.db.hdel(c.console.schema.sidecars(), 'older');
+      await stack.db.hdel(c.console.schema.sidecars(), 'later');
       expect(await c.console.bareModels()).toEqual({ openai: unreported, anthropic: unreported, google: unreported });
     } finally {
       await plain?.close();

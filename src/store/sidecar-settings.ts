@@ -7,10 +7,10 @@
  *
  * One hash per namespace, `{ns}:v1:sidecars`: field = the sidecar's instance id, value =
  * `<require wallet 1|0> <bare-name mapping> <expires at, epoch ms of the Redis server>`, the mapping
- * in canonical form (`openai=openai,google=vertex`, families in a fixed order) or `-` for none. A
- * value of two words (`1|0 <expires>`) is a sidecar that publishes no mapping (an older version).
- * A sidecar writes its field once
- * its store connection is ready (and after each reconnect), and again every `SIDECAR_SETTINGS_EVERY_MS` (10 s) on a timer of its own, with an expiry of
+ * in canonical form (`openai=openai,google=vertex`, families in a fixed order) or `-` for none; a
+ * mapping this console cannot read (a family of a later version) counts as none published.
+ * A sidecar writes its field once its store connection is ready (and after each reconnect), and
+ * again every `SIDECAR_SETTINGS_EVERY_MS` (10 s) on a timer of its own, with an expiry of
  * `SIDECAR_SETTINGS_TTL_MS` (30 s); it removes the field when it closes, so a crashed sidecar
  * drops out within 30 s. The request path never touches it: no Check runs a command for it.
  */
@@ -70,11 +70,12 @@ export interface LiveSidecars {
 export async function liveSidecars(redis: RedisClient, key: string): Promise<LiveSidecars> {
   const settings = ((await redis.eval(LIVE, 1, key)) as string[]).map((v) => v.split(' '));
   const requiring = settings.filter((v) => v[0] === '1').length;
-  return { requiring, notRequiring: settings.length - requiring, bareProviders: settings.map((v) => (v.length === 2 ? mapping(v[1]!) : null)) };
+  return { requiring, notRequiring: settings.length - requiring, bareProviders: settings.map((v) => mapping(v[1] ?? '')) };
 }
 
 function mapping(word: string): ReadonlyMap<Family, string> | null {
   if (word === '-') return new Map();
+  if (word === '') return null;
   try {
     return parseBareProviders(word);
   } catch {
