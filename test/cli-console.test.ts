@@ -12,6 +12,7 @@ import { isWellFormedKey } from '../src/keys/format.ts';
 import { rateKeys } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { RateLimiter } from '../src/store/rate-limiter.ts';
+import { PLAIN_NAMES_UNREPORTED } from './helpers/console-api.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 
@@ -137,6 +138,7 @@ describe('happy path', () => {
       rate: null,
       token_rate: null,
       rate_use: { requests: null, tokens: null },
+      bare_models: PLAIN_NAMES_UNREPORTED,
     });
     expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
       `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month.\n`,

@@ -91,9 +91,9 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
    * and how its live sidecars read a model name without a provider.
    */
   async function accountView(account: string): Promise<z.infer<typeof S.Account>> {
-    const [info, exists, bare] = await Promise.all([mc.accountInfo(account), mc.redis.exists(mc.schema.wallet(account)), mc.bareModels()]);
-    const a = accountJson(info);
-    return { ...a, wallet: { ...a.wallet, exists: exists === 1 }, currency, bare_models: bare };
+    const a = accountJson(await mc.accountInfo(account));
+    // A wallet exists once credited: crediting is the one write that makes the wallet's balance.
+    return { ...a, wallet: { ...a.wallet, exists: a.wallet.rule === 'credited' }, currency };
   }
 
   /**
@@ -310,7 +310,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
     async (req) => {
       const p = requireAllAccounts(req, "set an account's rates");
       await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
-      return accountJson(await mc.accountInfo(req.params.account));
+      return accountView(req.params.account);
     },
   );
 

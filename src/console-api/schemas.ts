@@ -231,7 +231,7 @@ export const Account = z.object({
         "a request of this account can be refused (402) at a balance of zero or below: the account was credited (every sidecar enforces it), or it never was and at least one live sidecar runs with KEYGATE_REQUIRE_WALLET=true (see rule)",
       ),
     balance_micros: z.number().int(),
-    exists: z.boolean().optional().describe('false: the account has no wallet (it was never credited)'),
+    exists: z.boolean().describe('false: the account has no wallet (it was never credited)'),
     rule: z
       .enum(WALLET_RULES)
       .describe(
@@ -242,8 +242,8 @@ export const Account = z.object({
   rate: RequestRate.nullable(),
   token_rate: TokenRate.nullable(),
   rate_use: RateUses,
-  currency: z.string().optional().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
-  bare_models: BareModels.optional().describe(
+  currency: z.string().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
+  bare_models: BareModels.describe(
     "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
   ),
 });

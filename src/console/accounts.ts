@@ -14,6 +14,7 @@ import { rateChanges, validateRatesPatch, type RatesPatch, type RatesUse } from 
 import * as lua from './scripts.ts';
 import { validateAccountId } from './validate.ts';
 import type { AccountWallet, CreditResult } from './wallet.ts';
+import { bareModelReadings, liveSidecars, type BareModels } from '../store/sidecar-settings.ts';
 
 /** An account as the console shows it. */
 export interface AccountInfo {
@@ -25,6 +26,8 @@ export interface AccountInfo {
   readonly rates: Rates;
   /** The current window's use of the account's rates (null: no such rate). */
   readonly rateUse: RatesUse;
+  /** How the live sidecars read a model name without a provider, per entry family. */
+  readonly bareModels: BareModels;
 }
 
 export interface AccountResult {
@@ -63,11 +66,18 @@ export async function accountStatus(ctx: ConsoleContext, account: string): Promi
   throw new ConsoleError('CORRUPT', `account ${account}: status is neither active nor disabled`);
 }
 
-/** `{id, status, wallet: {enforced, balance_micros}, tokens, rates, rateUse}`. */
+/** `{id, status, wallet: {enforced, balance_micros, rule}, tokens, rates, rateUse, bareModels}`; the live sidecars read once for the wallet's rule and the bare-name readings. */
 export async function accountInfo(ctx: ConsoleContext, account: string): Promise<AccountInfo> {
-  const [status, wallet, rates, tokens] = await Promise.all([accountStatus(ctx, account), ctx.money.wallet(account), ctx.rates.accountRates(account), ctx.money.accountTokens(account)]);
+  const reading = liveSidecars(ctx.redis, ctx.schema.sidecars());
+  const [status, live, wallet, rates, tokens] = await Promise.all([
+    accountStatus(ctx, account),
+    reading,
+    reading.then((l) => ctx.money.wallet(account, l)),
+    ctx.rates.accountRates(account),
+    ctx.money.accountTokens(account),
+  ]);
   const rateUse = await ctx.rates.use(account, null, rates);
-  return { id: account, status, wallet, rates, tokens, rateUse };
+  return { id: account, status, wallet, rates, tokens, rateUse, bareModels: bareModelReadings(live) };
 }
 
 /** Sets or (null) removes the account's rates; refused (nothing changed) when a value is bad. Audited as `update`. */

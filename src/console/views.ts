@@ -9,6 +9,7 @@ import type { AccountInfo } from './accounts.ts';
 import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
 import type { CreditResult, UsageResult, WalletRule } from './wallet.ts';
+import type { BareModels } from '../store/sidecar-settings.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -99,6 +100,7 @@ export function accountJson(a: AccountInfo): {
   token_rate: ApiTokenRate | null;
   rate_use: RateUseJson;
   tokens: TokensJson;
+  bare_models: BareModels;
 } {
   return {
     id: a.id,
@@ -107,6 +109,7 @@ export function accountJson(a: AccountInfo): {
     ...ratesJson(a.rates),
     rate_use: rateUseJson(a.rateUse),
     tokens: tokensJson(a.tokens),
+    bare_models: a.bareModels,
   };
 }
 

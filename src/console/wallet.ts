@@ -31,7 +31,7 @@ import {
 } from '../schema/money.ts';
 import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
-import { liveSidecars } from '../store/sidecar-settings.ts';
+import { agreement, liveSidecars, type LiveSidecars } from '../store/sidecar-settings.ts';
 import { ConsoleError } from './errors.ts';
 import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
@@ -290,14 +290,14 @@ export class WalletOps {
     await this.#redis.eval(lua.COPY_SPEND, 3, s.keySpend(account, fromKeyId), s.keySpend(account, toKeyId), s.gate(account), toKeyId);
   }
 
-  async wallet(account: string): Promise<AccountWallet> {
+  /** The account's wallet; without one, what the live sidecars (read here unless given) do about it. */
+  async wallet(account: string, live?: LiveSidecars): Promise<AccountWallet> {
     validateAccountId(account);
     const bal = await this.#redis.hget(this.#s.wallet(account), WalletField.balance);
     if (bal !== null && !/^-?\d{1,17}$/.test(bal)) throw new ConsoleError('CORRUPT', `account ${account}: wallet balance is not an integer`);
     if (bal !== null) return { enforced: true, balance_micros: Number(bal), rule: 'credited' };
-    const live = await liveSidecars(this.#redis, this.#s.sidecars());
-    const rule: WalletRule =
-      live.requiring + live.notRequiring === 0 ? 'unreported' : live.notRequiring === 0 ? 'required' : live.requiring === 0 ? 'not-required' : 'mixed';
+    const a = agreement((live ?? (await liveSidecars(this.#redis, this.#s.sidecars()))).requireWallet);
+    const rule: WalletRule = a.kind !== 'all' ? a.kind : a.value ? 'required' : 'not-required';
     return { enforced: rule === 'unreported' ? this.#o.requireWallet : rule !== 'not-required', balance_micros: 0, rule };
   }
 

@@ -58,19 +58,16 @@ return out`;
 
 /** What the live sidecars say about accounts without a wallet and about model names without a provider. */
 export interface LiveSidecars {
-  /** Live sidecars that refuse an account never credited (402). */
-  readonly requiring: number;
-  /** Live sidecars that let it through. */
-  readonly notRequiring: number;
-  /** Each live sidecar's bare-name mapping (KEYGATE_BARE_MODEL_PROVIDER); null: it published none. */
+  /** Per live sidecar: whether it refuses an account never credited (402). */
+  readonly requireWallet: readonly boolean[];
+  /** Per live sidecar: its bare-name mapping (KEYGATE_BARE_MODEL_PROVIDER); null: one this console cannot read. */
   readonly bareProviders: readonly (ReadonlyMap<Family, string> | null)[];
 }
 
 /** Reads the settings of the sidecars alive now (one read-only script). */
 export async function liveSidecars(redis: RedisClient, key: string): Promise<LiveSidecars> {
   const settings = ((await redis.eval(LIVE, 1, key)) as string[]).map((v) => v.split(' '));
-  const requiring = settings.filter((v) => v[0] === '1').length;
-  return { requiring, notRequiring: settings.length - requiring, bareProviders: settings.map((v) => mapping(v[1] ?? '')) };
+  return { requireWallet: settings.map((v) => v[0] === '1'), bareProviders: settings.map((v) => mapping(v[1] ?? '')) };
 }
 
 function mapping(word: string): ReadonlyMap<Family, string> | null {
@@ -81,6 +78,19 @@ function mapping(word: string): ReadonlyMap<Family, string> | null {
   } catch {
     return null; // not a mapping this version reads: as if none was published
   }
+}
+
+/**
+ * What the live sidecars agree on, one value each (undefined: this one did not say): `unreported`
+ * (none said), `mixed` (they differ, or some did not say), or the one value all of them gave. The
+ * rule of `wallet.rule` and of `bare_models`.
+ */
+export type Agreement<T> = { readonly kind: 'unreported' } | { readonly kind: 'mixed' } | { readonly kind: 'all'; readonly value: T };
+
+export function agreement<T>(values: readonly (T | undefined)[]): Agreement<T> {
+  if (!values.some((v) => v !== undefined)) return { kind: 'unreported' };
+  const first = values[0];
+  return values.every((v) => v === first) ? { kind: 'all', value: first as T } : { kind: 'mixed' };
 }
 
 /**
@@ -101,13 +111,10 @@ export interface BareModelReading {
 export type BareModels = Readonly<Record<Family, BareModelReading>>;
 
 export function bareModelReadings(live: LiveSidecars): BareModels {
-  const reported = live.bareProviders.filter((m) => m !== null);
   const one = (family: Family): BareModelReading => {
-    if (reported.length === 0) return { rule: 'unreported', provider: null };
-    const providers = new Set(live.bareProviders.map((m) => (m === null ? undefined : (m.get(family) ?? null))));
-    if (providers.size > 1) return { rule: 'mixed', provider: null };
-    const provider = reported[0]!.get(family) ?? null;
-    return provider === null ? { rule: 'none', provider: null } : { rule: 'provider', provider };
+    const a = agreement(live.bareProviders.map((m) => (m === null ? undefined : (m.get(family) ?? null))));
+    if (a.kind !== 'all') return { rule: a.kind, provider: null };
+    return a.value === null ? { rule: 'none', provider: null } : { rule: 'provider', provider: a.value };
   };
   return Object.fromEntries(FAMILIES.map((f) => [f, one(f)])) as BareModels;
 }

@@ -77,9 +77,12 @@ export interface ConsoleFixture extends TestConsole {
   readonly db: Redis;
 }
 
-/** Registers beforeAll/afterAll that start and stop a test console; read the fixture inside tests. */
 /** An account answer's bare_models beside sidecars without KEYGATE_BARE_MODEL_PROVIDER. */
 export const PLAIN_NAMES_UNREAD = { openai: { rule: 'none', provider: null }, anthropic: { rule: 'none', provider: null }, google: { rule: 'none', provider: null } };
+/** An account answer's bare_models with no live sidecar. */
+export const PLAIN_NAMES_UNREPORTED = { openai: { rule: 'unreported', provider: null }, anthropic: { rule: 'unreported', provider: null }, google: { rule: 'unreported', provider: null } };
+
+/** Registers beforeAll/afterAll that start and stop a test console; read the fixture inside tests. */
 
 export function useTestConsole(ownerAccount: string): ConsoleFixture {
   const f = {} as { -readonly [K in keyof ConsoleFixture]: ConsoleFixture[K] };
