@@ -285,6 +285,18 @@ describe('usage records and the export', () => {
     expect({ log: await db.xlen(srv.console.schema.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body }).toEqual(before);
   });
 
+  it('a request id booked by an earlier version ("keyId:amount" kept) is compared on key and amount only', async () => {
+    const a = acct();
+    const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'earlier' } });
+    await db.set(srv.console.schema.usageRequest(a, 'earlier-1'), `${c.body.id}:500`, 'EX', 600);
+    const same = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 500, request_id: 'earlier-1', model: 'openai/gpt-4o', input_tokens: 3 } });
+    expect([same.status, same.body.booked]).toEqual([200, false]);
+    const other = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 501, request_id: 'earlier-1' } });
+    expect(errOf(other)).toEqual([409, 'CONFLICT']);
+    expect(other.body.booked).toEqual({ key_id: c.body.id, account: a, request_id: 'earlier-1', amount_micros: 500, model: null, input_tokens: null, output_tokens: null });
+    expect(await db.xlen(srv.console.schema.usageLog(a))).toBe(0);
+  });
+
   it('a router recording a request that metering booked, with the same key, amount, model and counts, is a plain retry (200 booked: false)', async () => {
     const a = acct();
     const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'metered' } });

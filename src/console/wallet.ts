@@ -236,8 +236,9 @@ export class WalletOps {
       case 'OK':
         return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
       case 'DUP': {
-        // "keyId:amount:fingerprint:input:output:model" (the model may hold ':'); "keyId:amount" when booked before fingerprints
-        const [firstKey = '', firstAmount, fingerprint, firstIn, firstOut, ...modelParts] = String(r[1]).split(':');
+        // "keyId:amount:input:output:model" (the model may hold ':'); "keyId:amount" when booked before counts and model were kept
+        const first = String(r[1]);
+        const [firstKey = '', firstAmount, firstIn, firstOut, ...modelParts] = first.split(':');
         const countOf = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
         const firstModel = modelParts.join(':');
         const booked: BookedUsage = {
@@ -249,7 +250,7 @@ export class WalletOps {
           inputTokens: countOf(firstIn),
           outputTokens: countOf(firstOut),
         };
-        const same = fingerprint === undefined ? firstKey === keyId && booked.amountMicros === amount : fingerprint === r[2];
+        const same = firstIn === undefined ? firstKey === keyId && booked.amountMicros === amount : first === r[2];
         if (!same) throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key, amount, model or token counts; nothing was changed`, booked);
         return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
       }

@@ -193,24 +193,23 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  * KEYS 12 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
  * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
  * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id, events written}
- *   | {'DUP', the first record's "keyId:amount:fingerprint:input:output:model", this call's fingerprint}
+ *   | {'DUP', the first record's "keyId:amount:input:output:model", this call's}
  *   | {'FLOOR', balance} | {'TOTAL', the key's total spend}
  *   | {'TOKENS', "<key|account> <day|month|window> <its tokens>", or "count" for a count above MAX_TOKEN_COUNT}
  * The key's total spend (and so every period's) stays at most ARGV[6], like the balance: exact in Lua.
  * Every token total (counters and rate windows, input plus output) stays at most MAX_TOKEN_TOTAL:
  * all are checked before the first write, and a record that would pass one is refused whole.
- * The fingerprint is the SHA-1 (hex) of what a usage record can carry: key id, amount, input and
- * output tokens and model (ARGV 1, 2, 8, 9, 7, as given, '' = not given, joined by spaces; only the
- * model, last, is free text, so the joined text is unambiguous): a repeat of the request id
- * with any of them different is told apart from a plain retry (the caller compares; the script
- * writes nothing either way). The cache and reasoning counts only metering gives are left out, so
- * a router recording a request metering booked, with the same fields, is a plain retry.
- * `usagereq` written before this fingerprint held "keyId:amount".
+ * `usagereq` keeps what a usage record can carry — key id, amount, input and output tokens, model
+ * (ARGV 1, 2, 8, 9, 7, as given, '' = not given, joined by ':'; only the model, last, is free text)
+ * — so a repeat of the request id with any of them different is told apart from a plain retry (the
+ * caller compares the two; the script writes nothing either way). The cache and reasoning counts
+ * only metering gives are left out, so a router recording a request metering booked, with the same
+ * fields, is a plain retry. A value written before counts and model were kept is "keyId:amount".
  */
 export const RECORD_USAGE = `${NOW}${LUA_PERIODS}${WALLET_GATE}${SYNC_LIMIT}${ROLL}${ALERT_CHECKS}${ROLL_TOKENS}${LUA_TOKEN_RATES}${TOKEN_BOUNDS}
-local fp = redis.sha1hex(table.concat({ARGV[1], ARGV[2], ARGV[8], ARGV[9], ARGV[7]}, ' '))
+local booked = table.concat({ARGV[1], ARGV[2], ARGV[8], ARGV[9], ARGV[7]}, ':')
 local first = redis.call('GET', KEYS[1])
-if first then return {'DUP', first, fp} end
+if first then return {'DUP', first, booked} end
 local amount = tonumber(ARGV[2])
 local total = tonumber(redis.call('HGET', KEYS[3], 'total') or '0')
 if total + amount > tonumber(ARGV[6]) then return {'TOTAL', fmt(total)} end
@@ -228,7 +227,7 @@ if counted then
     or rate_over(KEYS[10], 'key', tin + tout) or rate_over(KEYS[11], 'account', tin + tout)
   if over then return {'TOKENS', over} end
 end
-redis.call('SET', KEYS[1], table.concat({ARGV[1], ARGV[2], fp, ARGV[8], ARGV[9], ARGV[7]}, ':'), 'EX', ARGV[4])
+redis.call('SET', KEYS[1], booked, 'EX', ARGV[4])
 local balance = ''
 if has_wallet then
   local new = redis.call('HINCRBY', KEYS[2], 'balance', fmt(-amount))
