@@ -345,7 +345,7 @@ describe('bad input: one stderr line, non-zero exit, nothing changed', () => {
     ['usage with a zero amount', () => ['usage', 'record', '--key', active, '--amount', '0', '--request-id', 'r1'], {}, /positive amount/],
     ['usage with a negative amount', () => ['usage', 'record', '--key', active, '--amount', '-0.5', '--request-id', 'r1'], {}, /positive amount/],
     ['usage with bad tokens', () => ['usage', 'record', '--key', active, '--amount', '1', '--request-id', 'r1', '--input-tokens', '-3'], {}, /tokens/],
-    ['usage with a token count past 10^12', () => ['usage', 'record', '--key', active, '--amount', '1', '--request-id', 'r1', '--output-tokens', '1000000000001'], {}, /^keygate: --output-tokens must be a whole number from 0 to 1000000000000$/],
+    ['usage with a token count past 10^12', () => ['usage', 'record', '--key', active, '--amount', '1', '--request-id', 'r1', '--output-tokens', '1000000000001'], {}, /^keygate: output tokens must be a non-negative integer, at most 1000000000000$/],
     ['export without --since', () => ['usage', 'export'], {}, /--since/],
     ['export with a bad --since', () => ['usage', 'export', '--since', 'yesterday'], {}, /ISO-8601/],
   ];

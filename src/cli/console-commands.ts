@@ -373,7 +373,8 @@ export function registerConsoleCommands(program: Command): void {
     const amountMicros = amountArg(o.amount);
     const count = (v: string | undefined, what: string) => {
       if (v === undefined) return undefined;
-      if (!/^\d{1,15}$/.test(v) || Number(v) > MAX_TOKEN_COUNT) throw new ConsoleError('INVALID_INPUT', `${what} must be a whole number from 0 to ${MAX_TOKEN_COUNT}`);
+      // A number at all; its bound is the library's (recordUsage names it).
+      if (!/^\d{1,15}$/.test(v)) throw new ConsoleError('INVALID_INPUT', `${what} must be a non-negative integer, at most ${MAX_TOKEN_COUNT}`);
       return Number(v);
     };
     const input = {
