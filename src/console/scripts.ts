@@ -11,11 +11,10 @@
  * Results are status words: OK, EXISTS, LIMIT, PAST, NOTFOUND, REVOKED, ALREADY, CORRUPT.
  */
 
+import { LUA_NOW } from '../schema/lua-time.ts';
 import { AccountField, KEY_INFO_BUILT, KeyField } from '../schema/redis-schema.ts';
 
-export const NOW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+export const NOW = `${LUA_NOW}
 local now_s = string.format('%d', now)
 `;
 

@@ -16,11 +16,10 @@ import { KEY_DAYS_KEPT, type Schema } from './redis-schema.ts';
 import { eventsSchema } from './events.ts';
 // ── events (src/events/lua.ts) ── optional extra KEYS: the account's event stream and alerts hash
 import { ALERT_CHECKS } from '../events/lua.ts';
+import { LUA_NOW } from './lua-time.ts';
 // ── end events ──
 
-const NOW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const NOW = `${LUA_NOW}
 local function fmt(n) return string.format('%d', n) end
 local now_s = fmt(now)
 `;

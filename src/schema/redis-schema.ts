@@ -26,7 +26,7 @@
  *   {ns}:v1:keycur:{acct}            ZSET  the ids of keys not revoked, by created_at (console: list pages)
  *   {ns}:v1:keyinfo:{acct}           HASH  key id → the small fields a list filters and sorts on (console)
  *   {ns}:v1:keydays:{acct}:{keyId}   HASH  UTC day → the key's spend, requests and tokens that day (35 days)
- *   {ns}:v1:sidecars                 HASH  instance id → a live sidecar's require-wallet setting and expiry (console reads)
+ *   {ns}:v1:sidecars                 HASH  instance id → a live sidecar's require-wallet setting, bare-name mapping and expiry (console reads)
  *
  * The sidecar reads only `key:`, `acct:`, `gate:` records and the `prices` table (one key each), so it
  * works unchanged on Cluster; invalidation tracks exactly those four prefixes.

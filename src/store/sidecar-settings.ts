@@ -20,6 +20,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../core/clock.ts';
 import { FAMILIES, type Family } from '../core/family.ts';
 import { formatBareProviders, parseBareProviders } from '../core/model/index.ts';
+import { LUA_NOW } from '../schema/lua-time.ts';
 import type { RedisClient } from './redis.ts';
 
 /** How often a sidecar writes its settings again. */
@@ -27,9 +28,7 @@ export const SIDECAR_SETTINGS_EVERY_MS = 10_000;
 /** How long a written setting counts: three refreshes. */
 export const SIDECAR_SETTINGS_TTL_MS = 30_000;
 
-const NOW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const NOW = `${LUA_NOW}
 local function expires(v) return tonumber(string.match(v, ' (%d+)$') or '0') end
 `;
 
