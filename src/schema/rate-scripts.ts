@@ -101,7 +101,8 @@ return out`;
  * `tokrate:{keyId}` (or `tokrate`) = the window's end, written only when it changes — so a booking
  * below the rate never writes the gate and never invalidates a sidecar's cache. The block lifts by
  * itself at that instant. Returns the window's tokens of the key and of the account ('' = no rate).
- * `token_window_used(rec, now)` reads a record's current window (for a bound checked before any write).
+ * `token_window_used(rec, now)` reads a record's current window (for a bound checked before any write);
+ * both read the record through `token_window`.
  */
 export const LUA_TOKEN_RATES = `${NOW}
 local RATE_UNIT_MS = {second = 1000, minute = 60000, hour = 3600000, day = 86400000}
@@ -114,29 +115,34 @@ local function sync_token_gate(gate, field, over, till)
     redis.call('HDEL', gate, field)
   end
 end
-local function book_token_window(rec, gate, field, tokens, now)
+-- the record's token rate and current window: limit, window length, window start, the tokens the
+-- window already holds (0 in a new window), the window start stored; nil without a rate (read only)
+local function token_window(rec, now)
   local r = redis.call('HMGET', rec, 'limit', 'per', 'w', 'used')
   local len = r[2] and RATE_UNIT_MS[r[2]]
-  if not r[1] or not len then
-    if redis.call('HEXISTS', gate, field) == 1 then redis.call('HDEL', gate, field) end
-    return ''
-  end
+  if not r[1] or not len then return nil end
   local w = math.floor(now / len) * len
   local used = 0
   if r[3] and tonumber(r[3]) == w then used = tonumber(r[4] or '0') end
+  return tonumber(r[1]), len, w, used, r[3]
+end
+local function book_token_window(rec, gate, field, tokens, now)
+  local limit, len, w, used, stored = token_window(rec, now)
+  if not limit then
+    if redis.call('HEXISTS', gate, field) == 1 then redis.call('HDEL', gate, field) end
+    return ''
+  end
   used = used + tokens
-  if tokens > 0 or not r[3] or tonumber(r[3]) ~= w then
+  if tokens > 0 or not stored or tonumber(stored) ~= w then
     redis.call('HSET', rec, 'w', rate_fmt(w), 'used', rate_fmt(used))
   end
-  sync_token_gate(gate, field, used >= tonumber(r[1]), w + len)
+  sync_token_gate(gate, field, used >= limit, w + len)
   return rate_fmt(used)
 end
--- the tokens the record's current window already holds (0 without a rate or in a new window): read only
+-- the tokens the record's current window already holds (0 without a rate or in a new window)
 local function token_window_used(rec, now)
-  local r = redis.call('HMGET', rec, 'limit', 'per', 'w', 'used')
-  local len = r[2] and RATE_UNIT_MS[r[2]]
-  if not r[1] or not len or not r[3] or tonumber(r[3]) ~= math.floor(now / len) * len then return 0 end
-  return tonumber(r[4] or '0')
+  local limit, _, _, used = token_window(rec, now)
+  return limit and used or 0
 end
 local function book_tokens(key_rec, acct_rec, gate, key_id, tokens)
   local now = rate_now()
