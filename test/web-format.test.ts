@@ -84,18 +84,18 @@ describe('names, models and expiry: the page and the console agree', () => {
   });
 
   it('a rolled key is named "… (rolled)", then "… (rolled 2)", "… (rolled 3)", within 128 characters', () => {
-    expect(rolledName('ci', 128)).toBe('ci (rolled)');
-    expect(rolledName('ci (rolled)', 128)).toBe('ci (rolled 2)');
-    expect(rolledName('ci (rolled 2)', 128)).toBe('ci (rolled 3)');
-    expect(rolledName('ci (rolled 9)', 128)).toBe('ci (rolled 10)');
-    expect(rolledName('ci(rolled)', 128)).toBe('ci(rolled) (rolled)');
-    const long = rolledName('x'.repeat(128), 128);
+    expect(rolledName('ci')).toBe('ci (rolled)');
+    expect(rolledName('ci (rolled)')).toBe('ci (rolled 2)');
+    expect(rolledName('ci (rolled 2)')).toBe('ci (rolled 3)');
+    expect(rolledName('ci (rolled 9)')).toBe('ci (rolled 10)');
+    expect(rolledName('ci(rolled)')).toBe('ci(rolled) (rolled)');
+    const long = rolledName('x'.repeat(128));
     expect([[...long].length, long.endsWith('x (rolled)')]).toEqual([128, true]);
-    const longer = rolledName(long, 128);
+    const longer = rolledName(long);
     expect([[...longer].length, longer.endsWith('x (rolled 2)')]).toEqual([128, true]);
     // Cut by characters (code points), never inside one; no space left before the suffix.
-    expect([...rolledName('😀'.repeat(128), 128)]).toHaveLength(128);
-    expect(rolledName(`${'a'.repeat(118)} b`, 128)).toBe(`${'a'.repeat(118)} (rolled)`);
+    expect([...rolledName('😀'.repeat(128))]).toHaveLength(128);
+    expect(rolledName(`${'a'.repeat(118)} b`)).toBe(`${'a'.repeat(118)} (rolled)`);
   });
 
   it('places an API error next to the field its message names', () => {

@@ -23,9 +23,10 @@ export const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u2
  * The name a roll gives the new key when none is asked for: "NAME (rolled)", and when the old
  * name already ends so, the next number: "NAME (rolled 2)", "NAME (rolled 3)"… — so the old key
  * (in its grace) and the new one never share a name. The name is cut (by characters, with no
- * space left before the suffix) so that the whole stays within `max` characters.
+ * space left before the suffix) so that the whole stays within the name limit.
  */
-export function rolledName(name: string, max: number = KEY_LIMITS.nameMaxChars): string {
+export function rolledName(name: string): string {
+  const max = KEY_LIMITS.nameMaxChars;
   const m = / \(rolled(?: ([1-9]\d{0,8}))?\)$/.exec(name);
   const base = m ? name.slice(0, m.index) : name;
   const n = m ? (m[1] === undefined ? 2 : Number(m[1]) + 1) : 1;

@@ -1176,7 +1176,7 @@ function dialogView(d: Dialog): TemplateResult {
     case 'roll':
       body = html`<form @submit=${onRoll} novalidate>
         <h2 id=${titleId}>Roll “${d.key.name}”?</h2>
-        <p>A new key with the same restrictions replaces this one; it is named “${rolledName(d.key.name, KEY_LIMITS.nameMaxChars)}”. You will see the new key once.</p>
+        <p>A new key with the same restrictions replaces this one; it is named “${rolledName(d.key.name)}”. You will see the new key once.</p>
         <label for="grace">The old key stops working</label>
         <select id="grace" name="grace">
           ${GRACES.map(([s, label]) => html`<option value=${s}>${label}</option>`)}
