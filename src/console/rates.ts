@@ -86,14 +86,18 @@ export function rateChanges(p: RatesPatch): Record<string, string | null> {
  */
 export interface RateUse {
   readonly used: number;
-  /** Request rates only: units of `used` in leases still held by sidecars (at most 5% of the rate). */
-  readonly held?: number;
   /** ISO instant the window ends. */
   readonly resetsAt: string;
 }
 
+/** A request window's use: leases make part of `used` units reserved ahead, not requests allowed. */
+export interface RequestRateUse extends RateUse {
+  /** Units of `used` in leases still held by sidecars (at most 5% of the rate). */
+  readonly held: number;
+}
+
 export interface RatesUse {
-  readonly requests: RateUse | null;
+  readonly requests: RequestRateUse | null;
   readonly tokens: RateUse | null;
 }
 
@@ -142,19 +146,22 @@ export class RateSettings {
         : null,
       rates.tokens ? this.#redis.hmget(this.#keys.tokens(account, keyId ?? undefined), TokenWindowField.start, TokenWindowField.used) : null,
     ]);
-    const one = (r: Rate | null, v: (string | null)[] | null): RateUse | null => {
-      if (r === null || v === null) return null;
+    // v: the window's start, then its counts (used; for requests, held): 0 outside the current window
+    const window = (r: Rate, v: (string | null)[]) => {
       const w = windowOf(r.per, nowMs);
       const current = v[0] !== null && Number(v[0]) === w.start;
       const num = (x: string | null | undefined) => {
         const n = current ? Number(x ?? 0) : 0;
         return Number.isSafeInteger(n) && n >= 0 ? n : 0;
       };
-      const used = num(v[1]);
-      const resetsAt = new Date(w.end).toISOString();
-      return v.length === 3 ? { used, held: Math.min(used, num(v[2])), resetsAt } : { used, resetsAt };
+      return { used: num(v[1]), held: num(v[2]), resetsAt: new Date(w.end).toISOString() };
     };
-    return { requests: one(rates.requests, req), tokens: one(rates.tokens, tok) };
+    const requests = rates.requests && req ? window(rates.requests, req) : null;
+    const tokens = rates.tokens && tok ? window(rates.tokens, tok) : null;
+    return {
+      requests: requests && { used: requests.used, held: Math.min(requests.used, requests.held), resetsAt: requests.resetsAt },
+      tokens: tokens && { used: tokens.used, resetsAt: tokens.resetsAt },
+    };
   }
 
   /** The owner rule: a key's rates fit inside its account's (an account without a rate bounds nothing). */

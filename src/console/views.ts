@@ -52,7 +52,7 @@ export function rateUseJson(u: RatesUse): RateUseJson {
   const r = u.requests;
   const t = u.tokens;
   return {
-    requests: r === null ? null : { used: r.used, held: r.held ?? 0, resets_at: r.resetsAt },
+    requests: r === null ? null : { used: r.used, held: r.held, resets_at: r.resetsAt },
     tokens: t === null ? null : { used: t.used, resets_at: t.resetsAt },
   };
 }
