@@ -16,7 +16,7 @@
  * Every measured run of one side is followed by the other's (order alternating by round). Prints markdown.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
@@ -25,7 +25,7 @@ import { eventsSchema } from '../src/schema/events.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { ENVOY_HEADERS, median } from './lib/common.ts';
 import { runH2load, type H2loadResult } from './lib/h2load.ts';
-import { startTarget, type Target } from './lib/procs.ts';
+import { cpuMsOf, startTarget, type Target } from './lib/procs.ts';
 import { recordUsageUntil, seedConsoleKey } from './lib/seed.ts';
 import { startBench } from './lib/setup.ts';
 
@@ -36,13 +36,6 @@ const DURATION = Number(opt.duration ?? (quick ? 1 : 2));
 const UNDELIVERED = quick ? 1000 : 5000;
 const BIG = 1_000_000_000_000;
 const log = (m: string) => process.stderr.write(`bench/events: ${m}\n`);
-
-/** CPU time of a process so far, ms (/proc; 10 ms resolution). */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-}
 
 async function main(): Promise<void> {
   const bench = await startBench('events');
@@ -114,7 +107,6 @@ async function main(): Promise<void> {
     out.push('', ...lines, '');
 
     // ---- 2. usage bookings with thresholds and without
-    const redisPid = Number(/process_id:(\d+)/.exec(await db.info('server'))![1]);
     const ACCOUNTS = 20;
     const sides = { plain: [] as { id: string; account: string }[], thresholds: [] as { id: string; account: string }[] };
     for (const side of ['plain', 'thresholds'] as const) {
@@ -137,11 +129,11 @@ async function main(): Promise<void> {
     const bk = new Map<string, { rps: number; p50: number; p99: number; cpu: number }[]>();
     const book = async (side: 'plain' | 'thresholds', round: number) => {
       const keys = sides[side];
-      const c0 = cpuMsOf(redisPid);
+      const c0 = cpuMsOf(redis.pid);
       const t0 = performance.now();
       const { n, lat } = await recordUsageUntil(cons, keys, IN_FLIGHT, Date.now() + DURATION * 1000, `${side}-${round}`);
       const secs = (performance.now() - t0) / 1000;
-      const cpu = ((cpuMsOf(redisPid) - c0) * 1000) / Math.max(1, n);
+      const cpu = ((cpuMsOf(redis.pid) - c0) * 1000) / Math.max(1, n);
       lat.sort((a, b) => a - b);
       booked[side] += n;
       bk.set(side, [...(bk.get(side) ?? []), { rps: n / secs, p50: lat[Math.floor(lat.length * 0.5)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu }]);
