@@ -23,11 +23,12 @@ import { KeyConsole } from '../src/console/service.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { encodeCheck } from './lib/bodies.ts';
-import { ENVOY_HEADERS, median } from './lib/common.ts';
-import { runH2load, type H2loadResult } from './lib/h2load.ts';
-import { cpuMsOf, startTarget, type Target } from './lib/procs.ts';
+import { median } from './lib/common.ts';
+import { percentile } from './lib/loadgen.ts';
+import { cpuMsOf, startTarget } from './lib/procs.ts';
 import { recordUsageUntil, seedConsoleKey } from './lib/seed.ts';
 import { startBench } from './lib/setup.ts';
+import { sideBySideChecks } from './lib/side-by-side.ts';
 
 const { values: opt } = parseArgs({ options: { quick: { type: 'boolean', default: false }, rounds: { type: 'string' }, duration: { type: 'string' } } });
 const quick = opt.quick!;
@@ -70,19 +71,15 @@ async function main(): Promise<void> {
     writeFileSync(files.quiet, encodeCheck({ key: quiet.key }));
     writeFileSync(files.eventful, encodeCheck({ key: eventful.key }));
 
-    const runs = new Map<string, { r: H2loadResult; cpu: number }[]>();
-    const drive = async (side: 'quiet' | 'eventful', c: number, m: number) => {
-      const c0 = kg.cpuMs();
-      const r = await runH2load({ port: kg.port, bodyFile: files[side], connections: c, streams: m, durationSec: DURATION, warmupSec: quick ? 0.3 : 0.5, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
-      if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${side}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed`);
-      const key = `${c}x${m}|${side}`;
-      runs.set(key, [...(runs.get(key) ?? []), { r, cpu: ((kg.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests) }]);
-    };
-    for (let round = 0; round < ROUNDS; round++) {
-      log(`checks: round ${round + 1}/${ROUNDS}`);
-      const order: ('quiet' | 'eventful')[] = round % 2 ? ['eventful', 'quiet'] : ['quiet', 'eventful'];
-      for (const [c, m] of [[4, 16], [1, 1]] as const) for (const side of order) await drive(side, c, m);
-    }
+    const checks = await sideBySideChecks({
+      sides: [{ name: 'quiet', target: kg, bodyFile: files.quiet }, { name: 'eventful', target: kg, bodyFile: files.eventful }],
+      compare: [{ side: 'eventful', base: 'quiet', goal: 'cached Check of an account with webhooks, thresholds and undelivered events within 5% of one without (bench/events.ts)' }],
+      rounds: ROUNDS,
+      durationSec: DURATION,
+      warmupSec: quick ? 0.3 : 0.5,
+      tmp,
+      log: (m) => log(`checks: ${m}`),
+    });
     out.push(
       `### Cached Check: an account with webhooks, thresholds and undelivered events, and one without`,
       '',
@@ -92,19 +89,8 @@ async function main(): Promise<void> {
       '| streams | account | req/s | p99 ms | CPU µs/req |',
       '|---|---|---:|---:|---:|',
     );
-    const lines: string[] = [];
-    for (const cm of ['4x16', '1x1']) {
-      const v = (side: string) => {
-        const rs = runs.get(`${cm}|${side}`)!;
-        return { rps: median(rs.map((x) => x.r.rps)), p99: median(rs.map((x) => x.r.p99us)), cpu: median(rs.map((x) => x.cpu)) };
-      };
-      const [q, e] = [v('quiet'), v('eventful')];
-      out.push(`| ${cm} | quiet | ${q.rps.toFixed(0)} | ${(q.p99 / 1000).toFixed(2)} | ${q.cpu.toFixed(1)} |`, `| ${cm} | eventful | ${e.rps.toFixed(0)} | ${(e.p99 / 1000).toFixed(2)} | ${e.cpu.toFixed(1)} |`);
-      const [rr, rc] = [e.rps / q.rps, e.cpu / q.cpu];
-      lines.push(`TARGET| cached Check of an account with webhooks, thresholds and undelivered events within 5% of one without (bench/events.ts) | ${cm} | ${rr.toFixed(3)} | ${rc.toFixed(3)} | ${rr >= 0.95 && rc <= 1.05 ? 'yes' : rr >= 0.95 || rc <= 1.05 ? 'partly' : 'no'} |`);
-      lines.push(`- ${cm}: eventful / quiet = **${rr.toFixed(3)}** (req/s), **${rc.toFixed(3)}** (CPU per request)`);
-    }
-    out.push('', ...lines, '');
+    out.push(...checks.rows);
+    out.push('', ...checks.targets, ...checks.ratios.map((r) => `- ${r}`), '');
 
     // ---- 2. usage bookings with thresholds and without
     const ACCOUNTS = 20;
@@ -134,9 +120,8 @@ async function main(): Promise<void> {
       const { n, lat } = await recordUsageUntil(cons, keys, IN_FLIGHT, Date.now() + DURATION * 1000, `${side}-${round}`);
       const secs = (performance.now() - t0) / 1000;
       const cpu = ((cpuMsOf(redis.pid) - c0) * 1000) / Math.max(1, n);
-      lat.sort((a, b) => a - b);
       booked[side] += n;
-      bk.set(side, [...(bk.get(side) ?? []), { rps: n / secs, p50: lat[Math.floor(lat.length * 0.5)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu }]);
+      bk.set(side, [...(bk.get(side) ?? []), { rps: n / secs, p50: percentile(lat, 50), p99: percentile(lat, 99), cpu }]);
     };
     for (let round = 0; round < ROUNDS; round++) {
       log(`bookings: round ${round + 1}/${ROUNDS}`);
