@@ -16,18 +16,19 @@
  * Every measured run of one side is followed by the other's (order alternating by round). Prints markdown.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { encodeCheck } from './lib/bodies.ts';
-import { ENVOY_HEADERS, median } from './lib/common.ts';
-import { runH2load, type H2loadResult } from './lib/h2load.ts';
-import { startTarget, type Target } from './lib/procs.ts';
+import { median } from './lib/common.ts';
+import { percentile } from './lib/loadgen.ts';
+import { cpuMsOf, startTarget } from './lib/procs.ts';
 import { recordUsageUntil, seedConsoleKey } from './lib/seed.ts';
 import { startBench } from './lib/setup.ts';
+import { sideBySideChecks } from './lib/side-by-side.ts';
 
 const { values: opt } = parseArgs({ options: { quick: { type: 'boolean', default: false }, rounds: { type: 'string' }, duration: { type: 'string' } } });
 const quick = opt.quick!;
@@ -36,13 +37,6 @@ const DURATION = Number(opt.duration ?? (quick ? 1 : 2));
 const UNDELIVERED = quick ? 1000 : 5000;
 const BIG = 1_000_000_000_000;
 const log = (m: string) => process.stderr.write(`bench/events: ${m}\n`);
-
-/** CPU time of a process so far, ms (/proc; 10 ms resolution). */
-function cpuMsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-}
 
 async function main(): Promise<void> {
   const bench = await startBench('events');
@@ -77,19 +71,15 @@ async function main(): Promise<void> {
     writeFileSync(files.quiet, encodeCheck({ key: quiet.key }));
     writeFileSync(files.eventful, encodeCheck({ key: eventful.key }));
 
-    const runs = new Map<string, { r: H2loadResult; cpu: number }[]>();
-    const drive = async (side: 'quiet' | 'eventful', c: number, m: number) => {
-      const c0 = kg.cpuMs();
-      const r = await runH2load({ port: kg.port, bodyFile: files[side], connections: c, streams: m, durationSec: DURATION, warmupSec: quick ? 0.3 : 0.5, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
-      if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${side}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed`);
-      const key = `${c}x${m}|${side}`;
-      runs.set(key, [...(runs.get(key) ?? []), { r, cpu: ((kg.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests) }]);
-    };
-    for (let round = 0; round < ROUNDS; round++) {
-      log(`checks: round ${round + 1}/${ROUNDS}`);
-      const order: ('quiet' | 'eventful')[] = round % 2 ? ['eventful', 'quiet'] : ['quiet', 'eventful'];
-      for (const [c, m] of [[4, 16], [1, 1]] as const) for (const side of order) await drive(side, c, m);
-    }
+    const checks = await sideBySideChecks({
+      sides: [{ name: 'quiet', target: kg, bodyFile: files.quiet }, { name: 'eventful', target: kg, bodyFile: files.eventful }],
+      compare: [{ side: 'eventful', base: 'quiet', goal: 'cached Check of an account with webhooks, thresholds and undelivered events within 5% of one without (bench/events.ts)' }],
+      rounds: ROUNDS,
+      durationSec: DURATION,
+      warmupSec: quick ? 0.3 : 0.5,
+      tmp,
+      log: (m) => log(`checks: ${m}`),
+    });
     out.push(
       `### Cached Check: an account with webhooks, thresholds and undelivered events, and one without`,
       '',
@@ -99,22 +89,10 @@ async function main(): Promise<void> {
       '| streams | account | req/s | p99 ms | CPU µs/req |',
       '|---|---|---:|---:|---:|',
     );
-    const lines: string[] = [];
-    for (const cm of ['4x16', '1x1']) {
-      const v = (side: string) => {
-        const rs = runs.get(`${cm}|${side}`)!;
-        return { rps: median(rs.map((x) => x.r.rps)), p99: median(rs.map((x) => x.r.p99us)), cpu: median(rs.map((x) => x.cpu)) };
-      };
-      const [q, e] = [v('quiet'), v('eventful')];
-      out.push(`| ${cm} | quiet | ${q.rps.toFixed(0)} | ${(q.p99 / 1000).toFixed(2)} | ${q.cpu.toFixed(1)} |`, `| ${cm} | eventful | ${e.rps.toFixed(0)} | ${(e.p99 / 1000).toFixed(2)} | ${e.cpu.toFixed(1)} |`);
-      const [rr, rc] = [e.rps / q.rps, e.cpu / q.cpu];
-      lines.push(`TARGET| cached Check of an account with webhooks, thresholds and undelivered events within 5% of one without (bench/events.ts) | ${cm} | ${rr.toFixed(3)} | ${rc.toFixed(3)} | ${rr >= 0.95 && rc <= 1.05 ? 'yes' : rr >= 0.95 || rc <= 1.05 ? 'partly' : 'no'} |`);
-      lines.push(`- ${cm}: eventful / quiet = **${rr.toFixed(3)}** (req/s), **${rc.toFixed(3)}** (CPU per request)`);
-    }
-    out.push('', ...lines, '');
+    out.push(...checks.rows);
+    out.push('', ...checks.targets, ...checks.ratios.map((r) => `- ${r}`), '');
 
     // ---- 2. usage bookings with thresholds and without
-    const redisPid = Number(/process_id:(\d+)/.exec(await db.info('server'))![1]);
     const ACCOUNTS = 20;
     const sides = { plain: [] as { id: string; account: string }[], thresholds: [] as { id: string; account: string }[] };
     for (const side of ['plain', 'thresholds'] as const) {
@@ -137,14 +115,13 @@ async function main(): Promise<void> {
     const bk = new Map<string, { rps: number; p50: number; p99: number; cpu: number }[]>();
     const book = async (side: 'plain' | 'thresholds', round: number) => {
       const keys = sides[side];
-      const c0 = cpuMsOf(redisPid);
+      const c0 = cpuMsOf(redis.pid);
       const t0 = performance.now();
       const { n, lat } = await recordUsageUntil(cons, keys, IN_FLIGHT, Date.now() + DURATION * 1000, `${side}-${round}`);
       const secs = (performance.now() - t0) / 1000;
-      const cpu = ((cpuMsOf(redisPid) - c0) * 1000) / Math.max(1, n);
-      lat.sort((a, b) => a - b);
+      const cpu = ((cpuMsOf(redis.pid) - c0) * 1000) / Math.max(1, n);
       booked[side] += n;
-      bk.set(side, [...(bk.get(side) ?? []), { rps: n / secs, p50: lat[Math.floor(lat.length * 0.5)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu }]);
+      bk.set(side, [...(bk.get(side) ?? []), { rps: n / secs, p50: percentile(lat, 50), p99: percentile(lat, 99), cpu }]);
     };
     for (let round = 0; round < ROUNDS; round++) {
       log(`bookings: round ${round + 1}/${ROUNDS}`);

@@ -20,10 +20,10 @@ import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { startBench } from './lib/setup.ts';
-import { ENVOY_HEADERS, median } from './lib/common.ts';
 import { recordUsageUntil, seedConsoleKey as seedKey } from './lib/seed.ts';
-import { runH2load, type H2loadResult } from './lib/h2load.ts';
-import { startTarget, type Target } from './lib/procs.ts';
+import { percentile } from './lib/loadgen.ts';
+import { startTarget } from './lib/procs.ts';
+import { sideBySideChecks, type CheckSide, type Comparison } from './lib/side-by-side.ts';
 
 const { values: opt } = parseArgs({
   options: {
@@ -65,24 +65,13 @@ async function main(): Promise<void> {
     writeFileSync(plainFile, encodeCheck({ key: plain.key }));
     writeFileSync(moneyFile, encodeCheck({ key: money.key }));
 
-    const runs = new Map<string, { r: H2loadResult; cpu: number }[]>();
-    const drive = async (t: Target, file: string, c: number, m: number, label: string) => {
-      const c0 = t.cpuMs();
-      const r = await runH2load({ port: t.port, bodyFile: file, connections: c, streams: m, durationSec: DURATION, warmupSec: quick ? 0.3 : 1, logFile: join(tmp, 'h2load.log'), headers: ENVOY_HEADERS });
-      if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${t.name}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed`);
-      const cpu = ((t.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests);
-      runs.set(label, [...(runs.get(label) ?? []), { r, cpu }]);
-    };
-    for (let round = 0; round < ROUNDS; round++) {
-      log(`round ${round + 1}/${ROUNDS}`);
-      // Alternate which goes first, so that drift in the machine's load does not favour one side.
-      const sides: [Target, string, string][] = [[base, plainFile, 'plain'], [withMoney, moneyFile, 'money']];
-      if (before) sides.push([before, plainFile, 'before']);
-      const order = round % 2 ? [...sides].reverse() : sides;
-      for (const [c, m] of [[4, 16], [1, 1]] as const) {
-        for (const [t, f, name] of order as [Target, string, string][]) await drive(t, f, c, m, `${c}x${m}|${name}`);
-      }
+    const sides: CheckSide[] = [{ name: 'plain', target: base, bodyFile: plainFile }, { name: 'money', target: withMoney, bodyFile: moneyFile }];
+    const compare: Comparison[] = [{ side: 'money', base: 'plain', goal: 'money gate (credited wallet + spend limit) within 5% of a plain cached key (bench/money.ts)' }];
+    if (before) {
+      sides.push({ name: 'before', label: 'before wallets', target: before, bodyFile: plainFile });
+      compare.push({ side: 'money', base: 'before' });
     }
+    const checks = await sideBySideChecks({ sides, compare, rounds: ROUNDS, durationSec: DURATION, warmupSec: quick ? 0.3 : 1, tmp, log });
     // The counts reached Redis (at most a second later) while the money side was driven.
     await new Promise((r) => setTimeout(r, 1500));
     const counted = (await kc.getKeyView(money.id)).usage.requests.today;
@@ -95,27 +84,8 @@ async function main(): Promise<void> {
       '| streams | side | req/s | p99 ms | CPU µs/req |',
       '|---|---|---:|---:|---:|',
     );
-    const ratios: string[] = [];
-    const goals: string[] = [];
-    for (const cm of ['4x16', '1x1']) {
-      const v = (name: string) => {
-        const rs = runs.get(`${cm}|${name}`)!;
-        return { rps: median(rs.map((x) => x.r.rps)), p99: median(rs.map((x) => x.r.p99us)), cpu: median(rs.map((x) => x.cpu)) };
-      };
-      const p = v('plain');
-      const m = v('money');
-      out.push(`| ${cm} | plain | ${p.rps.toFixed(0)} | ${(p.p99 / 1000).toFixed(2)} | ${p.cpu.toFixed(1)} |`);
-      out.push(`| ${cm} | money | ${m.rps.toFixed(0)} | ${(m.p99 / 1000).toFixed(2)} | ${m.cpu.toFixed(1)} |`);
-      const [rr, rc] = [m.rps / p.rps, m.cpu / p.cpu];
-      goals.push(`TARGET| money gate (credited wallet + spend limit) within 5% of a plain cached key (bench/money.ts) | ${cm} | ${rr.toFixed(3)} | ${rc.toFixed(3)} | ${rr >= 0.95 && rc <= 1.05 ? 'yes' : rr >= 0.95 || rc <= 1.05 ? 'partly' : 'no'} |`);
-      ratios.push(`${cm}: money / plain = **${(m.rps / p.rps).toFixed(3)}** (req/s), **${(m.cpu / p.cpu).toFixed(3)}** (CPU per request)`);
-      if (before) {
-        const b = v('before');
-        out.push(`| ${cm} | before wallets | ${b.rps.toFixed(0)} | ${(b.p99 / 1000).toFixed(2)} | ${b.cpu.toFixed(1)} |`);
-        ratios.push(`${cm}: money / before wallets = **${(m.rps / b.rps).toFixed(3)}** (req/s), **${(m.cpu / b.cpu).toFixed(3)}** (CPU per request)`);
-      }
-    }
-    out.push('', ...goals, ...ratios.map((r) => `- ${r}`), `- requests the money sidecar counted and flushed for its key: ${counted}`, '');
+    out.push(...checks.rows);
+    out.push('', ...checks.targets, ...checks.ratios.map((r) => `- ${r}`), `- requests the money sidecar counted and flushed for its key: ${counted}`, '');
 
     // ---- 2. usage records per second
     const CLIENTS = 4;
@@ -131,13 +101,12 @@ async function main(): Promise<void> {
     let spent = 0;
     for (const k of keys) spent += 1_000_000_000_000 - (await kc.accountInfo(k.account)).wallet.balance_micros;
     if (spent !== n * 7) throw new Error(`books do not balance: ${spent} != ${n * 7}`);
-    lat.sort((a, b) => a - b);
     out.push(
       `Usage records one redis-server sustains through the console library: ${CLIENTS} clients x ${IN_FLIGHT} in flight, ${keys.length} keys in as many accounts, ${RECORD_SECONDS}s:`,
       '',
       '| records | records/s | p50 ms | p99 ms | books exact |',
       '|---:|---:|---:|---:|---|',
-      `| ${n} | ${(n / secs).toFixed(0)} | ${lat[Math.floor(lat.length * 0.5)]!.toFixed(2)} | ${lat[Math.floor(lat.length * 0.99)]!.toFixed(2)} | yes (Σ debits = ${spent} µ) |`,
+      `| ${n} | ${(n / secs).toFixed(0)} | ${percentile(lat, 50).toFixed(2)} | ${percentile(lat, 99).toFixed(2)} | yes (Σ debits = ${spent} µ) |`,
       '',
     );
     await Promise.all(cons.map((c) => c.close()));

@@ -15,20 +15,19 @@
  * (sampled every 100 ms: the peak, and VmHWM, the process's high-water mark). Prints markdown.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConsoleService, KeyConsole } from '../src/console/service.ts';
 import { pricesKey } from '../src/schema/prices.ts';
-import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { ENVOY_HEADERS } from './lib/common.ts';
 import { exchangeBody, json2k, PROCESS_PATH, sse300 } from './lib/ext-proc.ts';
-import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
+import { runH2load, type H2loadResult } from './lib/h2load.ts';
 import { loadAverage, startTarget, type Target } from './lib/procs.ts';
-import { startRedis } from './lib/redis.ts';
 import { seedConsoleKey } from './lib/seed.ts';
+import { startBench } from './lib/setup.ts';
 
 const { values: opt } = parseArgs({ options: { duration: { type: 'string', default: '10' }, burst: { type: 'string', default: '3000' }, out: { type: 'string' } } });
 const DURATION = Number(opt.duration);
@@ -61,17 +60,16 @@ const row = (p: Phase) =>
   `| ${p.name} | ${p.requests > 0 ? ((p.requests * 1000) / p.wallMs).toFixed(0) : '–'} | ${(p.cpuMs / p.wallMs).toFixed(2)} | ${p.requests > 0 ? ((p.cpuMs * 1000) / p.requests).toFixed(0) : '–'} | ${mib(p.rssPeakKiB)} | ${mib(p.rssEndKiB)} | ${mib(p.hwmKiB)} |`;
 const HEAD = ['| phase | requests/s | CPU (cores) | CPU µs per request | RSS peak MiB | RSS at end MiB | VmHWM MiB |', '|---|---:|---:|---:|---:|---:|---:|'];
 
-async function sidecar(tmp: string): Promise<string[]> {
-  const redis = await startRedis();
-  const db = redis.client();
-  const s = schema();
+async function sidecar(): Promise<string[]> {
+  const bench = await startBench('resources-sidecar');
+  const { tmp, redis, db, s, targets } = bench;
   const kc = new KeyConsole({ redis: db });
-  let t: Target | undefined;
   try {
     const k = await seedConsoleKey(db, s, 'resources');
     await kc.creditAccount(k.account, 1_000_000_000_000, 'bench');
     await db.hset(pricesKey(s.ns), '*', JSON.stringify(PRICE));
-    t = await startTarget('keygate', 'keygate', { REDIS_URL: redis.url });
+    const t = await startTarget('keygate', 'keygate', { REDIS_URL: redis.url });
+    targets.push(t);
     const json = json2k();
     const identity = { keyId: k.id, accountId: k.account, model: String(JSON.parse(json.toString()).model) };
     const file = (name: string, b: Buffer) => {
@@ -83,7 +81,7 @@ async function sidecar(tmp: string): Promise<string[]> {
     const jsonF = file('json', exchangeBody({ identity, contentType: 'application/json', chunks: [json] }));
     const sseF = file('sse', exchangeBody({ identity: { ...identity, model: 'gpt-4o-mini' }, contentType: 'text/event-stream', chunks: sse300() }));
     const drive = async (bodyFile: string, path: string | undefined, c: number, m: number, tag: string): Promise<H2loadResult> => {
-      const r = await runH2load({ port: t!.port, path, bodyFile, connections: c, streams: m, durationSec: DURATION, warmupSec: 0, logFile: join(tmp, `h2load-${tag}.log`), headers: ENVOY_HEADERS });
+      const r = await runH2load({ port: t.port, path, bodyFile, connections: c, streams: m, durationSec: DURATION, warmupSec: 0, logFile: join(tmp, `h2load-${tag}.log`), headers: ENVOY_HEADERS });
       if (r.non2xx > 0 || r.succeeded < r.done) throw new Error(`${tag}: ${r.non2xx} non-2xx, ${r.done - r.succeeded} failed of ${r.done}`);
       return r;
     };
@@ -114,19 +112,19 @@ async function sidecar(tmp: string): Promise<string[]> {
       `- booked by metering during the phases: ${spent} µ (every metered stream is written to the books)`,
     ];
   } finally {
-    await t?.stop();
     await kc.close().catch(() => {});
-    await redis.stop();
+    await bench.close();
   }
 }
 
 async function consoleBurst(): Promise<string[]> {
-  const redis = await startRedis();
+  const bench = await startBench('resources-console');
+  const { redis, targets } = bench;
   const revealKey = `k1:${randomBytes(32).toString('base64')}`;
   const mc = new ConsoleService({ redis: redis.url, revealKey });
-  let t: Target | undefined;
   try {
-    t = await startTarget('console', 'console', { REDIS_URL: redis.url, KEYGATE_REVEAL_KEY: revealKey, KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '1000000', KEYGATE_CONSOLE_BOOKING_RATE_LIMIT: '1000000' });
+    const t = await startTarget('console', 'console', { REDIS_URL: redis.url, KEYGATE_REVEAL_KEY: revealKey, KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '1000000', KEYGATE_CONSOLE_BOOKING_RATE_LIMIT: '1000000' });
+    targets.push(t);
     const base = `http://127.0.0.1:${t.port}`;
     const token = (await mc.createToken({ name: 'bench', account: null })).token;
     const accounts = Array.from({ length: 50 }, (_, i) => `bench-res-${i}`);
@@ -180,37 +178,29 @@ async function consoleBurst(): Promise<string[]> {
       `- answers: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(', ')}`,
     ];
   } finally {
-    await t?.stop();
     await mc.close().catch(() => {});
-    await redis.stop();
+    await bench.close();
   }
 }
 
-ensureH2load();
-const tmp = join(import.meta.dirname, 'tmp', `resources-${process.pid}`);
-mkdirSync(tmp, { recursive: true });
 const load0 = loadAverage();
 const started = new Date().toISOString();
-try {
-  log('sidecar');
-  const sc = await sidecar(tmp);
-  log('console');
-  const con = await consoleBurst();
-  const out = [
-    '# keygate resources: sidecar (metering on) and console',
-    '',
-    `- date: ${started}`,
-    `- machine: ${cpus().length} x ${cpus()[0]?.model.split(' ').slice(0, 2).join(' ')}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}`,
-    `- load average at start ${load0}, at end ${loadAverage()} (a shared machine: CPU µs per request is the figure to carry over, cores are what this machine gave)`,
-    `- command: \`scripts/node bench/resources.ts --duration ${DURATION} --burst ${BURST}\``,
-    '',
-    ...sc,
-    '',
-    ...con,
-    '',
-  ].join('\n');
-  process.stdout.write(out);
-  if (opt.out) writeFileSync(opt.out, out);
-} finally {
-  rmSync(tmp, { recursive: true, force: true });
-}
+log('sidecar');
+const sc = await sidecar();
+log('console');
+const con = await consoleBurst();
+const out = [
+  '# keygate resources: sidecar (metering on) and console',
+  '',
+  `- date: ${started}`,
+  `- machine: ${cpus().length} x ${cpus()[0]?.model.split(' ').slice(0, 2).join(' ')}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Node ${process.version}`,
+  `- load average at start ${load0}, at end ${loadAverage()} (a shared machine: CPU µs per request is the figure to carry over, cores are what this machine gave)`,
+  `- command: \`scripts/node bench/resources.ts --duration ${DURATION} --burst ${BURST}\``,
+  '',
+  ...sc,
+  '',
+  ...con,
+  '',
+].join('\n');
+process.stdout.write(out);
+if (opt.out) writeFileSync(opt.out, out);

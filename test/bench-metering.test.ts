@@ -2,8 +2,9 @@
  * The metering and rate-limit benches' pieces, minimally (no timing assertions: figures come from
  * `npm run bench`): the ext_proc stream bodies decode as the ProcessingRequests they claim to be,
  * the grpc-js no-op Process floor answers every message, h2load drives a Process stream, and the
- * documented commands `scripts/node bench/ext-proc.ts` and `scripts/node bench/rate.ts` run quickly
- * (held streams, the overshoot and the shared rate count: properties, not timings).
+ * documented commands `scripts/node bench/ext-proc.ts`, `scripts/node bench/rate.ts` and
+ * `scripts/node bench/resources.ts` run quickly (held streams, the overshoot, the shared rate count,
+ * and every resources phase measured with its metered streams booked: properties, not timings).
  */
 import * as http2 from 'node:http2';
 import { execFileSync } from 'node:child_process';
@@ -98,4 +99,22 @@ describe('bench/rate.ts (the documented command, minimal)', () => {
     const out = execFileSync('scripts/node', ['bench/rate.ts', '--quick', '--parts', 'bound'], { encoding: 'utf8', timeout: 150_000 });
     for (const n of [2, 4]) expect(out).toMatch(new RegExp(`^TARGET\\| allowed in the window within the documented bound \\[L − P, L\\] = \\[570, 600\\], ${n} sidecars .* \\| \\d+ allowed \\([\\d.]+x\\) \\| yes \\|$`, 'm'));
   }, 180_000);
+});
+
+describe('bench/resources.ts (the documented command, minimal)', () => {
+  it('measures every sidecar and console phase, books the metered streams and answers every console call 2xx', () => {
+    // 1 s phases and 50 calls; the four 5 s idle phases are fixed
+    const out = execFileSync('scripts/node', ['bench/resources.ts', '--duration', '1', '--burst', '50'], { encoding: 'utf8', timeout: 60_000 });
+    const n = String.raw`[\d.]+`;
+    const phase = (name: string, busy: boolean) => new RegExp(String.raw`^\| ${name.replace(/[()]/g, '\\$&')} \| ${busy ? '\\d+' : '–'} \| ${n} \| ${busy ? '\\d+' : '–'} \| \d+ \| \d+ \| \d+ \|$`, 'm');
+    const sidecar = out.slice(out.indexOf('## Sidecar'), out.indexOf('## Console'));
+    const consolePart = out.slice(out.indexOf('## Console'));
+    for (const [name, busy] of [['idle (5 s, after start)', false], ['cached Checks, 4x16', true], ['metered 2 KiB JSON responses, 4x16', true], ['metered 300-event SSE streams, 4x16', true], ['the three at once, 2x8 each', true], ['idle again (5 s)', false]] as const) expect(sidecar).toMatch(phase(name, busy));
+    expect(sidecar).toMatch(/^- booked by metering during the phases: [1-9]\d* µ/m);
+    for (const [name, busy] of [['idle (5 s, after start)', false], ['50 API calls, 16 at a time', true], ['idle again (5 s)', false]] as const) expect(consolePart).toMatch(phase(name, busy));
+    // a fifth are key creations (201), the rest reads and usage records (200), in the order they came
+    const answers = Object.fromEntries([.../^- answers: (.*)$/m.exec(consolePart)![1]!.matchAll(/(\d+) × (\d+)/g)].map((m) => [m[2], Number(m[1])]));
+    expect(answers).toEqual({ '200': 40, '201': 10 });
+    expect(out).toMatch(/^- command: `scripts\/node bench\/resources.ts --duration 1 --burst 50`$/m);
+  }, 60_000);
 });

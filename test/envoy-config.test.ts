@@ -211,6 +211,20 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     for (const r of routes(doc)) expect(r.typed_per_filter_config?.['envoy.filters.http.ext_authz']?.disabled).toBeUndefined();
   });
 
+  it("writes each family's Check settings and the metering override once (YAML anchors), which the loader resolves onto every route", () => {
+    expect(text.match(/ExtAuthzPerRoute$/gm)).toHaveLength(3);
+    expect(text.match(/ExtProcPerRoute$/gm)).toHaveLength(1);
+    // the aliases come out as the settings in full: every route but the 404 carries its family's
+    const proxied = routes(doc).filter((r) => r.route);
+    expect(proxied.length).toBeGreaterThan(3);
+    for (const r of proxied) {
+      expect(r.typed_per_filter_config['envoy.filters.http.ext_authz'], r.name).toEqual({
+        '@type': 'type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute',
+        check_settings: { context_extensions: { protocol: r.name.split('_')[0] } },
+      });
+    }
+  });
+
   it('routes only to clusters that exist', () => {
     const names = new Set(doc.static_resources.clusters.map((c: Obj) => c.name));
     for (const r of routes(doc)) if (r.route) expect(names.has(r.route.cluster)).toBe(true);

@@ -120,6 +120,14 @@ describe('keygate as a production sidecar of Envoy', () => {
     expect(mib(consoleContainer.resources.limits.memory)).toBeGreaterThanOrEqual(cell('## Console', '3000 API calls', 4));
   });
 
+  it('the keygate-service recipe sizes keygate as the sidecar here (its comment says so)', () => {
+    const recipe = parseAllDocuments(readFileSync(new URL('../deploy/recipes/keygate-service/deployment.yaml', import.meta.url), 'utf8'))
+      .map((d) => d.toJS() as Obj)
+      .find((o) => o.kind === 'Deployment')!;
+    const container: Obj = recipe.spec.template.spec.containers.find((c: Obj) => c.name === 'keygate');
+    expect(container.resources).toEqual(keygate.resources);
+  });
+
   it('locks every container down: non-root, read-only root, no escalation, no capabilities, seccomp', () => {
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(pod.automountServiceAccountToken).toBe(false);

@@ -7,6 +7,7 @@
  * Redis egress of the console for its topology.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -36,6 +37,11 @@ function render(overlay: string): Obj[] {
     return d.toJS() as Obj;
   });
 }
+
+/** keygate's container in the base manifest the overlays build on (deploy/k8s/deployment.yaml). */
+const baseKeygate: Obj = (parseAllDocuments(readFileSync(new URL('../deploy/k8s/deployment.yaml', import.meta.url), 'utf8'))
+  .map((d) => d.toJS() as Obj)
+  .find((o) => o.kind === 'Deployment') as Obj).spec.template.spec.initContainers.find((c: Obj) => c.name === 'keygate');
 
 const OVERLAYS = { 'standalone-redis': [6379], sentinel: [26379, 6379] } as const;
 
@@ -97,7 +103,7 @@ describe.skipIf(!kubectl)('deploy/kustomize overlays (kubectl kustomize; skipped
       expect(keygate.restartPolicy).toBe('Always');
       expect(keygate.readinessProbe.httpGet.path).toBe('/readyz');
       expect(keygate.livenessProbe.httpGet.path).toBe('/healthz');
-      expect(keygate.resources.requests).toEqual({ cpu: '500m', memory: '512Mi' });
+      expect(keygate.resources).toEqual(baseKeygate.resources);
       expect(keygate.image).toBe('registry.example.com/keygate:0.1.0');
       const console = named('Deployment', 'keygate-console').spec.template.spec.containers[0];
       expect(console.readinessProbe.httpGet.path).toBe('/readyz');

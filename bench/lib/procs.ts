@@ -42,6 +42,14 @@ export async function startTarget(name: string, kind: string, env: Record<string
   return childTarget(name, child, port, pid);
 }
 
+/** CPU time process `pid` has used so far (user + system), ms (Linux /proc; 10 ms resolution). */
+export function cpuMsOf(pid: number): number {
+  // fields after the command name (which is in parentheses and may hold spaces): utime is 14th, stime 15th
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+}
+
 /** A target around a child process already listening on `port`. */
 export function childTarget(name: string, child: ChildProcess, port: number, pid: number): Target {
   return {
@@ -53,12 +61,7 @@ export function childTarget(name: string, child: ChildProcess, port: number, pid
       const kib = (f: string) => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
       return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
     },
-    cpuMs() {
-      // fields after the command name (which is in parentheses and may hold spaces): utime is 14th, stime 15th
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
-    },
+    cpuMs: () => cpuMsOf(pid),
     gc() {
       if (!child.send) return Promise.resolve(undefined);
       return new Promise<NodeJS.MemoryUsage | undefined>((resolve) => {

@@ -11,6 +11,8 @@ import { Redis } from 'ioredis';
 
 export interface BenchRedis {
   readonly url: string;
+  /** The redis-server's process id (for its CPU time: `cpuMsOf`). */
+  readonly pid: number;
   /** A client for seeding (closed by `stop`). */
   client(): Redis;
   stop(): Promise<void>;
@@ -55,6 +57,7 @@ export async function startRedis(): Promise<BenchRedis> {
   }
   return {
     url: `redis://127.0.0.1:${port}`,
+    pid: proc.pid!,
     client() {
       const c = new Redis({ port, host: '127.0.0.1' });
       c.on('error', () => {});

@@ -97,7 +97,7 @@ export function roundTripsPerDecision(before: Record<string, number>, after: Rec
 /**
  * Usage records through the console library until `deadline` (epoch ms): `inFlight` at a time on
  * each client, spread over `keys`, 7 µ each, request ids `<tag>-<client>-<worker>-<n>` (distinct).
- * → how many were booked and each one's latency (ms).
+ * → how many were booked and each one's latency (ms), sorted ascending (for `percentile`).
  */
 export async function recordUsageUntil(
   clients: readonly { recordUsage(r: { keyId: string; amountMicros: number; requestId: string; model: string; inputTokens: number; outputTokens: number }): Promise<unknown> }[],
@@ -121,5 +121,5 @@ export async function recordUsageUntil(
       }),
     ),
   );
-  return { n, lat };
+  return { n, lat: lat.sort((a, b) => a - b) };
 }
