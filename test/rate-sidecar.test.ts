@@ -282,7 +282,6 @@ describe("a window's use", () => {
       expect(held).toBe(25);
       expect(busy.used - held).toBeLessThanOrEqual(3);
       expect(busy.used).toBeGreaterThanOrEqual(3);
-      expect([26, 28]).toContain(busy.used);
     }
     // Idle for 250 ms, the lease goes back (its 23 unused units with it): what was really used remains.
     await waitFor(async () => (await kc.getKeyView(k.id)).rateUse.requests!.held === 0, 'the idle lease given back', 5000);
