@@ -13,6 +13,7 @@ import { rateKeys } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { RateLimiter } from '../src/store/rate-limiter.ts';
 import { PLAIN_NAMES_UNREPORTED } from './helpers/console-api.ts';
+import { awayFromWindowEnd } from './helpers/rate-window.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 
@@ -170,15 +171,10 @@ describe('happy path', () => {
 });
 
 const DAY = 86_400_000;
-/** Waits past the day's end when it is under 30 s away, so what a test counts stays inside one day window. */
-async function awayFromDayEnd(): Promise<void> {
-  const left = DAY - (Date.now() % DAY);
-  if (left < 30_000) await new Promise((r) => setTimeout(r, left + 1_000));
-}
 
 describe('rates through bin/keygate', () => {
   it("accounts show: the account's rates with the current window's use (text and --json rate_use)", async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const a = acct();
     const kc = new KeyConsole({ redis: db, revealKey: REVEAL });
     const k = await kc.createKey({ account: a, name: 'r' });

@@ -17,9 +17,8 @@ import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL
 import { rateKeys } from '../src/schema/rates.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
-import { deniedBody } from './helpers/envoy-client.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, startStack, startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startStack, startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
 let db: Redis;
@@ -436,16 +435,14 @@ describe('rate limits', () => {
   });
 });
 
+/** A sidecar's first answer (`'allow'` or the deny code) that is not a store timeout (a loaded machine can miss the deadline: not the answer under test). */
+async function answer(sc: TestSidecar, key: string, model = 'openai/gpt-4o'): Promise<string> {
+  let code = 'AUTH_UNAVAILABLE';
+  for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) code = outcomeOf(await sc.client.check(chatRequest(key, model)));
+  return code;
+}
+
 describe('wallet.enforced', () => {
-  /** The first answer of a sidecar that is not a store timeout (a loaded machine can miss the deadline: not the answer under test). */
-  async function answer(sc: TestSidecar, key: string): Promise<string> {
-    let code = 'AUTH_UNAVAILABLE';
-    for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
-      const res = await sc.client.check(chatRequest(key, 'openai/gpt-4o'));
-      code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
-    }
-    return code;
-  }
   async function consoleOn(redisUrl: string, requireWallet: boolean) {
     const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_REQUIRE_WALLET: String(requireWallet) });
     const c = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
@@ -478,7 +475,7 @@ describe('wallet.enforced', () => {
     try {
       const a = acct();
       const k = await c.console.createKey({ account: a, name: 'lenient' }, CLI_ACTOR);
-      expect(await answer(stack, k.key)).toBe('ALLOW');
+      expect(await answer(stack, k.key)).toBe('allow');
       expect(await wallet(a)).toEqual({ enforced: false, balance_micros: 0, exists: false, rule: 'not-required' });
       strict = await startTestSidecar(stack.redis.url, { requireWallet: true });
       expect(await answer(strict, k.key)).toBe('INSUFFICIENT_BALANCE');
@@ -497,15 +494,6 @@ describe('wallet.enforced', () => {
 });
 
 describe('bare_models', () => {
-  /** The first answer of a sidecar that is not a store timeout (as in wallet.enforced). */
-  async function answer(sc: TestSidecar, key: string, model: string): Promise<string> {
-    let code = 'AUTH_UNAVAILABLE';
-    for (let i = 0; i < 5 && code === 'AUTH_UNAVAILABLE'; i++) {
-      const res = await sc.client.check(chatRequest(key, model));
-      code = res.denied_response ? deniedBody(res).error.code : 'ALLOW';
-    }
-    return code;
-  }
   const none = { rule: 'none', provider: null };
 
   it('tells how the live sidecars read a plain model name, per entry family: one provider, none, mixed, unreported (the API and the library)', async () => {
@@ -520,7 +508,7 @@ describe('bare_models', () => {
       const k = await c.console.createKey({ account: a, name: 'mini', models: ['openai/gpt-4o-mini'] }, CLI_ACTOR);
       // The record holds the mapping in canonical form (families in a fixed order, providers in lower case).
       expect(Object.values(await stack.db.hgetall(c.console.schema.sidecars()))).toEqual([expect.stringMatching(/^0 openai=openai,google=vertex \d+$/)]);
-      expect(await answer(stack, k.key, 'gpt-4o-mini')).toBe('ALLOW');
+      expect(await answer(stack, k.key, 'gpt-4o-mini')).toBe('allow');
       const one = { openai: { rule: 'provider', provider: 'openai' }, anthropic: none, google: { rule: 'provider', provider: 'vertex' } };
       expect(await bare(a)).toEqual(one);
       expect(await c.console.bareModels()).toEqual(one);

@@ -22,6 +22,7 @@ import { rateKeys, RateField, RequestWindowField, TokenWindowField } from '../sr
 import { schema } from '../src/schema/redis-schema.ts';
 import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
 import { deniedBody, deniedHeaders, responseHeadersToAdd } from './helpers/envoy-client.ts';
+import { awayFromWindowEnd } from './helpers/rate-window.ts';
 import { chatRequest, outcomeOf, startStack, waitTracking, type Stack } from './helpers/sidecars.ts';
 import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
 
@@ -97,12 +98,6 @@ async function refusesBadRates(page: Page, submit: 'Create' | 'Save'): Promise<v
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('f-rate');
     expect(writesSince(before), `${bad.rate} ${bad.tokenRate}`).toEqual([]);
   }
-}
-
-/** Waits past the hour's end when it is under 30 s away, so a burst stays inside one hour window. */
-async function awayFromHourEnd(): Promise<void> {
-  const left = 3_600_000 - (Date.now() % 3_600_000);
-  if (left < 30_000) await new Promise((r) => setTimeout(r, left + 1_000));
 }
 
 describe('rates set through the API keys page', () => {
@@ -195,7 +190,7 @@ describe('rates set through the API keys page', () => {
     expect({ limit: mirror[TokenWindowField.limit], per: mirror[TokenWindowField.per] }).toEqual({ limit: '250000', per: 'day' });
     expect((await konsole!.server.console.getKey(id)).rates).toEqual({ requests: { count: 7, per: 'hour' }, tokens: { count: 250000, per: 'day' } });
 
-    await awayFromHourEnd();
+    await awayFromWindowEnd('hour');
     const hour = Math.floor(Date.now() / 3_600_000);
     const remaining: string[] = [];
     for (let i = 0; i < 7; i++) {
@@ -253,7 +248,7 @@ describe('rates set through the API keys page', () => {
 
   it('a 1000/h key: while a sidecar holds a lease the page says how much of the use is reserved ahead; idle, exactly the requests allowed', async () => {
     const page = browser!.page;
-    await awayFromHourEnd();
+    await awayFromWindowEnd('hour');
     const k = await konsole!.server.console.createKey({ account: ACCOUNT, name: 'busy', rates: { requests: { count: 1000, per: 'hour' } } });
     let allowed = 0;
     let stop = false;
@@ -286,7 +281,7 @@ describe('rates set through the API keys page', () => {
     const one = await lib.createKey({ account: other, name: 'one' }, CLI_ACTOR);
     const two = await lib.createKey({ account: other, name: 'two' }, CLI_ACTOR);
     await konsole!.setAccountRates(other, { requests: { count: 2, per: 'hour' } });
-    await awayFromHourEnd();
+    await awayFromWindowEnd('hour');
     expect(outcomeOf(await stack!.client.check(chatRequest(one.key)))).toBe('allow');
     expect(outcomeOf(await stack!.client.check(chatRequest(two.key)))).toBe('allow');
     // The account's window is used up: both keys are refused, though neither has a rate of its own.

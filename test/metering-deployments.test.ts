@@ -22,6 +22,12 @@ const s = schema();
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 /** openai-chat.json at `openai/*` (see metering-service.test.ts): 1973 micro-units. */
 const COST = 1973;
+/** Bookings a sidecar has written or found already booked (`keygate_metering_bookings_total`, booked + duplicate). */
+async function attempts(sc: TestSidecar): Promise<number> {
+  const counter = sc.sidecar.metrics.registry.getSingleMetric('keygate_metering_bookings_total');
+  const { values } = await counter!.get();
+  return values.filter((v) => v.labels['result'] === 'booked' || v.labels['result'] === 'duplicate').reduce((n, v) => n + v.value, 0);
+}
 const cleanups: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
@@ -58,8 +64,8 @@ async function meterAcross(url: string, db: Redis | Cluster): Promise<void> {
   // the same request id at both sidecars, twice at one: booked once
   await Promise.all([ca.exchange(exchange(account, k.id, 'same-request')), cb.exchange(exchange(account, k.id, 'same-request'))]);
   await ca.exchange(exchange(account, k.id, 'same-request'));
-  await waitFor(async () => (await balance(account)) < 1_000_000, 'the booking', 15_000);
-  await new Promise((r) => setTimeout(r, 300));
+  // every attempt written or refused as already booked, at both sidecars, before the balance is read
+  await waitFor(async () => (await attempts(a!)) + (await attempts(b!)) === 3, 'three booking attempts', 15_000);
   expect(await balance(account)).toBe(1_000_000 - COST);
   expect(parseTokenCounters(await db.hgetall(s.tokens(account, k.id)), Date.now()).today).toEqual({ input: 1117, output: 46 });
 

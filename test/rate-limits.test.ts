@@ -18,6 +18,7 @@ import { TokenRateViews } from '../src/store/token-rate-views.ts';
 import { connectRedis, type RedisClient } from '../src/store/redis.ts';
 import { startCluster } from './helpers/redis-cluster.ts';
 import { startSentinel } from './helpers/redis-sentinel.ts';
+import { awayFromWindowEnd } from './helpers/rate-window.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { count, hammer, tally, type Tally } from './helpers/rate-hammer.ts';
 
@@ -37,12 +38,6 @@ function keyReq(keyRate: string | null, accountRate: string | null = null, accou
     accountWindow: rk.requests(account),
     accountRate: accountRate === null ? null : rate(accountRate),
   };
-}
-
-/** Waits while the current UTC day has less than `marginMs` left (the tests count in day windows). */
-async function awayFromDayEnd(marginMs = 20_000): Promise<void> {
-  const left = windowOf('day', Date.now()).end - Date.now();
-  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
 }
 
 function sum(ts: Tally[]): Tally {
@@ -92,7 +87,7 @@ describe('standalone Redis', () => {
   for (const sidecars of [2, 4]) {
     for (const limit of [5, 50, 100, 1000]) {
       it(`${sidecars} sidecars hammering one key limited to ${limit}/d`, async () => {
-        await awayFromDayEnd();
+        await awayFromWindowEnd('day');
         const req = keyReq(`${limit}/d`);
         const ls = await Promise.all(Array.from({ length: sidecars }, () => limiterOn(redis.url)));
         const attempts = Math.ceil((limit * 2 + 40) / sidecars);
@@ -123,7 +118,7 @@ describe('standalone Redis', () => {
   }
 
   it('requests taken one at a time round-robin are refused exactly from limit − held on (and at the limit below 100)', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     for (const limit of [60, 200, 1000]) {
       const req = keyReq(`${limit}/d`);
       const ls = await Promise.all(Array.from({ length: 4 }, () => limiterOn(redis.url, { idleReleaseMs: 60_000 })));
@@ -147,7 +142,7 @@ describe('standalone Redis', () => {
   });
 
   it('two sidecars in separate processes hold 100/d and 1000/d within the bound', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const child = fileURLToPath(new URL('./helpers/rate-child.ts', import.meta.url));
     for (const limit of [100, 1000]) {
       const req = keyReq(`${limit}/d`);
@@ -237,7 +232,7 @@ describe('standalone Redis', () => {
   });
 
   it('key and account rates: the tighter refuses, in its own name; a refused request counts against nothing', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const account = `acct-both-${process.pid}`;
     const k1 = keyReq('5/d', '8/d', account, 'key_aaaaaaaaaaaaaaaa');
     const k2 = keyReq('5/d', '8/d', account, 'key_bbbbbbbbbbbbbbbb');
@@ -273,7 +268,7 @@ describe('standalone Redis', () => {
   });
 
   it('peek names a used-up request rate without counting; the window states stay bounded under a flood of keys', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const l = await limiterOn(redis.url, { maxScopes: 50 });
     const req = keyReq('3/d', '100/d');
     expect(l.peek(req)).toBeNull();
@@ -289,7 +284,7 @@ describe('standalone Redis', () => {
   });
 
   it('a key with a leased rate costs far less than a Redis call per request', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const l = await limiterOn(redis.url);
     const req = keyReq('1000000/d');
     const t = await hammer(l, req, 20_000, 16);
@@ -304,7 +299,7 @@ describe('standalone Redis', () => {
   });
 
   it('paused (a Sentinel failover under way): no Redis command; the held lease still pays, everything else is unavailable at once', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const l = await limiterOn(redis.url, { idleReleaseMs: 50 });
     const leased = keyReq('1000/d');
     const exact = keyReq('50/d');
@@ -393,7 +388,7 @@ describe('standalone Redis', () => {
   });
 
   it('Redis stopped mid-window: each sidecar allows at most its lease, then fails closed; the window never goes over', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const own = await startRedis();
     const ownProbe = own.client();
     try {
@@ -445,7 +440,7 @@ describe('standalone Redis', () => {
 
 describe('Redis Cluster', () => {
   it('two sidecars hold 100/d and an exact 20/d; key and account windows share one slot', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const cluster = await startCluster();
     try {
       for (const [limit, acctLimit] of [
@@ -475,7 +470,7 @@ describe('Redis Cluster', () => {
 
 describe('Redis Sentinel', () => {
   it('two sidecars through the sentinel hold an exact 50/d and 200/d within the bound', async () => {
-    await awayFromDayEnd();
+    await awayFromWindowEnd('day');
     const d = await startSentinel();
     try {
       for (const limit of [50, 200]) {

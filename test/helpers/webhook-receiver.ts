@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 /** docs/events.md as written: its verification snippets are what the tests check signatures with. */
 export const EVENTS_DOC = readFileSync(new URL('../../docs/events.md', import.meta.url), 'utf8');
 /** The docs' Node.js verification snippet (the first js block of docs/events.md). */
-export const NODE_SNIPPET = /```js\n([\s\S]*?)```/.exec(EVENTS_DOC)![1]!;
+const NODE_SNIPPET = /```js\n([\s\S]*?)```/.exec(EVENTS_DOC)![1]!;
 /** `verifyKeygateSignature(secret, body, header, now?)` as the docs' Node.js snippet defines it. */
 export const verifyDocs = new Function('require', `${NODE_SNIPPET}\nreturn verifyKeygateSignature;`)(createRequire(import.meta.url)) as (
   secret: string,

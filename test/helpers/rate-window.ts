@@ -1,0 +1,11 @@
+import { windowOf } from '../../src/core/rate.ts';
+import type { RateUnit } from '../../src/schema/rates.ts';
+
+/**
+ * Waits past the end of the current UTC `per` window when less than `marginMs` of it is left, so
+ * what a test counts stays inside one window.
+ */
+export async function awayFromWindowEnd(per: RateUnit, marginMs = 30_000): Promise<void> {
+  const left = windowOf(per, Date.now()).end - Date.now();
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 1_000));
+}
