@@ -14,6 +14,7 @@ import { KeyConsole } from '../src/console/service.ts';
 import { startGrpcProxy, type GrpcProxy } from './helpers/grpc-proxy.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';
 import { startStubUpstream, type StubUpstream } from './helpers/stub-upstream.ts';
+import { nextSecond } from './helpers/rate-window.ts';
 
 let stack: Stack;
 let upstream: StubUpstream;
@@ -49,10 +50,6 @@ afterAll(async () => {
   await upstream?.close();
   await stack?.close();
 });
-
-async function nextSecond(offsetMs = 20): Promise<void> {
-  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + offsetMs));
-}
 
 const CALLS: Record<string, (base: string, key: string) => Promise<string>> = {
   openai: async (base, key) => {

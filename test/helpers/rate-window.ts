@@ -9,3 +9,9 @@ export async function awayFromWindowEnd(per: RateUnit, marginMs = 30_000): Promi
   const left = windowOf(per, Date.now()).end - Date.now();
   if (left < marginMs) await new Promise((r) => setTimeout(r, left + 1_000));
 }
+
+/** Waits until `offsetMs` into the next UTC second; → that second (epoch seconds). */
+export async function nextSecond(offsetMs = 20): Promise<number> {
+  await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + offsetMs));
+  return Math.floor(Date.now() / 1000);
+}
