@@ -129,6 +129,8 @@ export interface Schema {
   keyDays(accountId: string, keyId: string): string;
   /** The live sidecars' settings (src/store/sidecar-settings.ts), read by the console. */
   sidecars(): string;
+  /** A provider object keygate saw an account create (SPEC 15 `owned`; `src/schema/owned.ts`); tracked. */
+  owned(provider: string, objectId: string): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -139,7 +141,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
   const gatePrefix = `${base}gate:`;
   return {
     ns: namespace,
-    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix, `${base}prices`],
+    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix, `${base}prices`, `${base}owned:`],
     datasetMarker: `${base}dataset`,
     keyRecord: (digest) => keyPrefix + digest,
     keyIdIndex: (keyId) => `${base}keyid:${keyId}`,
@@ -161,6 +163,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     keyInfo: (a) => `${base}keyinfo:{${a}}`,
     keyDays: (a, keyId) => `${base}keydays:{${a}}:${keyId}`,
     sidecars: () => `${base}sidecars`,
+    owned: (provider, objectId) => `${base}owned:${provider}:${objectId}`,
   };
 }
 
