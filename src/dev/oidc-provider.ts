@@ -67,6 +67,7 @@ export async function startDevProvider(opts: DevProviderOptions): Promise<DevPro
       jwks: { keys: [key.jwk] },
       cookies: { keys: cookieKeys },
       pkce: { required: () => true },
+      ttl: { IdToken: 3600, AccessToken: 3600, AuthorizationCode: 60, Interaction: 600, Session: 86400, Grant: 86400 },
       conformIdTokenClaims: false,
       claims: { openid: ['sub', 'keygate_roles'], email: ['email', 'email_verified'], profile: ['name'] },
       features: { devInteractions: { enabled: true } },

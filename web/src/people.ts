@@ -81,11 +81,12 @@ export function can(what: 'create' | 'change', key?: Key): boolean {
 /** "Sign in with SSO" beside the token sign-in, when the console offers it. */
 export function ssoView(): TemplateResult | typeof nothing {
   if (!ssoOffered) return nothing;
-  return html`<form class="card signin sso" method="get" action="/auth/login" aria-labelledby="sso-title">
+  // A link, not a form: the redirect to the identity provider is a navigation (the CSP's form-action stays 'self').
+  return html`<section class="card signin sso" aria-labelledby="sso-title">
     <h2 id="sso-title">Single sign-on</h2>
     <p class="muted">Sign in with your organisation's identity provider, if an owner added you to an account.</p>
-    <div class="actions"><button type="submit" class="primary">Sign in with SSO</button></div>
-  </form>`;
+    <div class="actions"><a class="button primary" href="/auth/login">Sign in with SSO</a></div>
+  </section>`;
 }
 
 /** The header's person: their name and role, and the "Account" select when they are in several accounts. */
