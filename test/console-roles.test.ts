@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { ROUTE_NEEDS, type Need } from '../src/console-api/roles.ts';
 import { SessionStore, type SessionUser } from '../src/console-web/sessions.ts';
+import type { Redis } from 'ioredis';
+import { snapshot as redisSnapshot } from './helpers/redis-dump.ts';
 import { destroyRedis, freePort, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
 
@@ -60,31 +62,10 @@ async function call(role: Role, method: string, path: string, body?: unknown): P
 /** The webhook worker's own schedule (it runs in the background on earlier events): not a change a request made. */
 const BACKGROUND = /:\{wh\}:(due|eventaccts)$/;
 
-/** Every key of the store and its value, to prove a refusal changed nothing. */
+/** Every key of the store and its content (the helper's exact picture), to prove a refusal changed nothing. */
 async function snapshot(): Promise<Map<string, string>> {
-  const r = konsole.server.console.redis;
-  const out = new Map<string, string>();
-  let cursor = '0';
-  do {
-    const [next, keys] = await r.scan(cursor, 'COUNT', 1000);
-    cursor = next;
-    for (const k of keys) if (!BACKGROUND.test(k)) out.set(k, await contentOf(k));
-  } while (cursor !== '0');
-  return out;
-}
-
-/** A key's content in a stable form (a hash's DUMP changes with Redis's own rehashing). */
-async function contentOf(k: string): Promise<string> {
-  const r = konsole.server.console.redis;
-  const type = await r.type(k);
-  const sorted = (a: string[]) => JSON.stringify([...a].sort());
-  if (type === 'string') return `s ${await r.getBuffer(k).then((b) => b?.toString('hex'))}`;
-  if (type === 'hash') return `h ${sorted(Object.entries(await r.hgetall(k)).map(([f, v]) => `${f}=${v}`))}`;
-  if (type === 'set') return `S ${sorted(await r.smembers(k))}`;
-  if (type === 'list') return `l ${JSON.stringify(await r.lrange(k, 0, -1))}`;
-  if (type === 'zset') return `z ${JSON.stringify(await r.zrange(k, '0', '-1', 'WITHSCORES'))}`;
-  if (type === 'stream') return `x ${JSON.stringify(await r.xrange(k, '-', '+'))}`;
-  return `${type}`;
+  const { values } = await redisSnapshot(konsole.server.console.redis as Redis);
+  return new Map(Object.entries(values).filter(([k]) => !BACKGROUND.test(k)));
 }
 
 /** A key of account A created by `creator` (a person's sub) or by the CLI (null). */
