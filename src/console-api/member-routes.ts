@@ -10,7 +10,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { memberJson, ROLES } from '../console/members.ts';
+import { MEMBER_ID_PATTERN, memberJson, ROLES } from '../console/members.ts';
 import type { ConsoleService } from '../console/service.ts';
 import { requireAccount } from './auth.ts';
 import * as S from './schemas.ts';
@@ -26,11 +26,13 @@ export const Member = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
-const MemberParams = z.strictObject({ account: S.AccountParams.shape.account, id: z.string().max(40) });
+const MemberParams = z.strictObject({ account: S.AccountParams.shape.account, id: z.string().regex(MEMBER_ID_PATTERN, 'a member id: mem_ followed by 16 letters and digits') });
 const AddBody = z
   .strictObject({ email: z.string().max(254).optional(), subject: z.string().max(255).optional(), role: Role })
   .refine((b) => (b.email === undefined) !== (b.subject === undefined), { message: 'give email or subject (one of them)' });
-const errs = (...codes: number[]) => Object.fromEntries([400, 401, 403, 404, 413, 415, 429, 503, ...codes].map((c) => [c, S.ErrorBody]));
+/** Every route: 401, 429, 500, 503; a read also 400 and 404; a change also 403 (a role, a session without its CSRF token), 413 and 415. */
+const errs = (...codes: number[]) => Object.fromEntries([400, 401, 404, 429, 500, 503, ...codes].map((c) => [c, S.ErrorBody]));
+const changeErrs = (...codes: number[]) => errs(403, 413, 415, ...codes);
 const SECURITY = [{ managementToken: [] }];
 
 export function registerMemberRoutes(app: FastifyInstance, mc: ConsoleService): void {
@@ -63,7 +65,7 @@ export function registerMemberRoutes(app: FastifyInstance, mc: ConsoleService): 
 
   r.post(
     '/v1/accounts/:account/members',
-    { schema: { tags: ['members'], operationId: 'addMember', summary: 'Add a member by email or subject, with a role (operators and owners)', security: SECURITY, params: S.AccountParams, body: AddBody, response: { 201: Member, ...errs(409, 422) } } },
+    { schema: { tags: ['members'], operationId: 'addMember', summary: 'Add a member by email or subject, with a role (operators and owners)', security: SECURITY, params: S.AccountParams, body: AddBody, response: { 201: Member, ...changeErrs(409, 422) } } },
     async (req, reply) => {
       const p = requireAccount(req, req.params.account, scoped(req.params.account));
       const m = await mc.members.add(req.params.account, { email: req.body.email ?? null, subject: req.body.subject ?? null }, req.body.role, p.actor);
@@ -73,7 +75,7 @@ export function registerMemberRoutes(app: FastifyInstance, mc: ConsoleService): 
 
   r.patch(
     '/v1/accounts/:account/members/:id',
-    { schema: { tags: ['members'], operationId: 'updateMember', summary: "Change a member's role (operators and owners)", security: SECURITY, params: MemberParams, body: z.strictObject({ role: Role }), response: { 200: Member, ...errs(409) } } },
+    { schema: { tags: ['members'], operationId: 'updateMember', summary: "Change a member's role (operators and owners)", security: SECURITY, params: MemberParams, body: z.strictObject({ role: Role }), response: { 200: Member, ...changeErrs() } } },
     async (req) => {
       const p = requireAccount(req, req.params.account, scoped(req.params.account));
       return memberJson(await mc.members.update(req.params.account, req.params.id, req.body.role, p.actor));
@@ -82,7 +84,7 @@ export function registerMemberRoutes(app: FastifyInstance, mc: ConsoleService): 
 
   r.delete(
     '/v1/accounts/:account/members/:id',
-    { schema: { tags: ['members'], operationId: 'removeMember', summary: 'Remove a member (operators and owners)', security: SECURITY, params: MemberParams, response: { 200: Member, ...errs(409) } } },
+    { schema: { tags: ['members'], operationId: 'removeMember', summary: 'Remove a member (operators and owners)', security: SECURITY, params: MemberParams, response: { 200: Member, ...changeErrs() } } },
     async (req) => {
       const p = requireAccount(req, req.params.account, scoped(req.params.account));
       return memberJson(await mc.members.remove(req.params.account, req.params.id, p.actor));

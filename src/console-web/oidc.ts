@@ -97,7 +97,8 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
 
   const flowCookie = (req: FastifyRequest) => ({ path: '/auth/', httpOnly: true, sameSite: 'lax' as const, secure: deps.isSecure(req) });
 
-  app.get('/auth/login', { schema: { tags: ['web console'], summary: 'Start sign-in with SSO (redirects to the identity provider)' } }, async (req, reply) => {
+  // Browser navigations answering redirects and HTML pages: not part of the API document.
+  app.get('/auth/login', { schema: { hide: true } }, async (req, reply) => {
     let config: client.Configuration;
     try {
       config = await discover();
@@ -122,7 +123,7 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
     return reply.redirect(url.href, 302);
   });
 
-  app.get('/auth/callback', { schema: { tags: ['web console'], summary: 'The identity provider answers here: signs the page in, or says why not' } }, async (req, reply) => {
+  app.get('/auth/callback', { schema: { hide: true } }, async (req, reply) => {
     const flowId = req.cookies[FLOW_COOKIE];
     reply.clearCookie(FLOW_COOKIE, flowCookie(req));
     const query = req.query as Record<string, unknown>;

@@ -236,7 +236,8 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     return { ...(s.record.user ? await personJson(s) : sessionJson(s.record)), ...(opts.oidc && { sso: true }) };
   });
 
-  app.post('/session/account', { bodyLimit: 4096, ...doc('A person in several accounts picks one {account} (needs x-csrf-token)') }, async (req, reply) => {
+  // The page's own route (docs/web-console.md), not part of the API document.
+  app.post('/session/account', { bodyLimit: 4096, schema: { hide: true } }, async (req, reply) => {
     const auth = await sessionAuth(req);
     if (auth.kind === 'none') return fail(reply, 401, 'UNAUTHENTICATED', 'not signed in');
     if (auth.kind === 'refused') return fail(reply, auth.status, auth.code, auth.message);
