@@ -214,6 +214,22 @@ describe('roles, route by route', () => {
     expect(await sessions.get(id)).toBeNull();
   });
 
+  it('an unknown route is 404 to a person, as to a token; the Account select takes only an account the person is a member of', async () => {
+    expect((await call('viewer', 'GET', '/v1/no-such-route')).status).toBe(404);
+    const pick = async (role: Role, account: string) => {
+      const c = cookies.get(role)!;
+      const r = await fetch(`${konsole.url}/session/account`, { method: 'POST', headers: { cookie: c.cookie, origin, 'x-csrf-token': c.csrf, 'content-type': 'application/json' }, body: JSON.stringify({ account }) });
+      return { status: r.status, json: await r.json() };
+    };
+    const before = await snapshot();
+    expect((await pick('owner', B)).status).toBe(404); // a member of acct-roles only
+    expect((await pick('owner', 'no-such-account')).status).toBe(404);
+    expect(await snapshot()).toEqual(before);
+    const same = await pick('owner', A);
+    expect(same.status).toBe(200);
+    expect(same.json).toMatchObject({ account: A, role: 'owner', user: { sub: 'olga' }, accounts: [{ account: A, role: 'owner' }] });
+  });
+
   it('members: an email matches only when verified; CONFLICT on a second membership; bad input changes nothing', async () => {
     const mc = konsole.server.console;
     await mc.members.add(A, { email: 'Verified@Example.com' }, 'developer', CLI_ACTOR);

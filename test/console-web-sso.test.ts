@@ -92,13 +92,18 @@ afterAll(async () => {
   if (redis) await destroyRedis(redis);
 });
 
+/** axe-core in the page, in the light and the dark colour scheme: no serious or critical violation. */
 async function axe(page: Page, what: string): Promise<void> {
   await page.evaluate(AXE);
-  const violations = await page.evaluate(async () => {
-    const r = await (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }).axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
-  });
-  expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), what).toEqual([]);
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    const violations = await page.evaluate(async () => {
+      const r = await (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }).axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
+    });
+    expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), `${what} (${scheme})`).toEqual([]);
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
 }
 
 /** A fresh browser state: no console session, no provider session. */
@@ -226,6 +231,11 @@ describe('sign-in with SSO', () => {
     expect(await page.getByRole('button', { name: 'Create key' }).count()).toBe(0); // a viewer reads only
     expect(await page.getByRole('button', { name: 'Reveal' }).count()).toBe(0);
     await axe(page, 'several accounts, viewer');
+    await page.setViewportSize({ width: 360, height: 800 });
+    await page.locator('#account-select').waitFor();
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+    await axe(page, 'several accounts at 360 px');
+    await page.setViewportSize({ width: 1100, height: 800 });
     const claimed = (await konsole.server.console.members.list(B)).find((m) => m.subject === 'lin');
     expect(claimed).toMatchObject({ role: 'developer', source: 'claim' });
   });

@@ -73,7 +73,8 @@ const ROLE_WORD: Record<Role, string> = { owner: 'an owner', developer: 'a devel
  * route, which answers it as unknown (404), as for a token.
  */
 export async function enforceRole(req: FastifyRequest, mc: ConsoleService, user: UserPrincipal, account: string): Promise<void> {
-  const route = `${req.method} ${req.routeOptions.url ?? ''}`;
+  if (req.routeOptions.url === undefined) return; // no such route: the not-found handler answers 404, as for a token
+  const route = `${req.method} ${req.routeOptions.url}`;
   const need = ROUTE_NEEDS[route];
   const refuse = (what: string) => {
     throw new ApiError('FORBIDDEN', `${what}: you are ${ROLE_WORD[user.role]} of ${account}`);

@@ -20,6 +20,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { RedisClient } from '../store/redis.ts';
 import { managementSchema } from '../schema/management.ts';
+import { ACCOUNT_ID_PATTERN } from '../schema/redis-schema.ts';
 import type { SessionUser } from './sessions.ts';
 
 export interface OidcOptions {
@@ -58,7 +59,6 @@ export interface OidcDeps {
 const FLOW_COOKIE = 'keygate_oidc_flow';
 const FLOW_TTL_SECONDS = 600;
 const digest = (s: string) => createHash('sha256').update(s).digest('hex');
-const ACCOUNT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -194,7 +194,7 @@ export function rolesFromClaim(v: unknown): { account: string; role: Role }[] {
     if (typeof e !== 'string') continue;
     const i = e.lastIndexOf(':');
     const [account, role] = [e.slice(0, i), e.slice(i + 1)];
-    if (i > 0 && ACCOUNT_ID.test(account) && ROLES.includes(role)) out.push({ account, role: role as Role });
+    if (i > 0 && ACCOUNT_ID_PATTERN.test(account) && ROLES.includes(role)) out.push({ account, role: role as Role });
   }
   return out;
 }
