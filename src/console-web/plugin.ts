@@ -176,10 +176,11 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     if (!record) return 'ended';
     if (record.user) {
       // A person's session lasts while they are a member of its account; the role is read on every request.
+      // SSO switched off since: the person's sessions end with it.
       const role = opts.people && opts.oidc ? await opts.people.roleOf(record.account, record.user) : null;
       if (role === null) {
         await sessions.end(id);
-        return 'removed';
+        return opts.oidc ? 'removed' : 'ended';
       }
       return { id, record, role, token: { id: personTokenId(record.user), name: record.user.name, account: record.account } };
     }
