@@ -37,6 +37,8 @@ let skewed: WebConsole;
 let browser: TestBrowser;
 const problems: string[] = [];
 let colleagueKey = '';
+/** A code, a state and a flow id seen in the browser: none may reach the console's log. */
+const secrets: string[] = [];
 
 async function consoleOn(port: number, clockSkewSeconds?: number): Promise<WebConsole> {
   const env = {
@@ -297,6 +299,8 @@ describe('every failure is a clear page and no session', () => {
       await page.getByRole('heading', { name: 'API keys' }).waitFor();
       expect(cookie).toMatch(/^[A-Za-z0-9_-]{43}$/);
       expect(answer).toMatch(/code=/);
+      const q = new URL(answer).searchParams;
+      secrets.push(cookie, q.get('code')!, q.get('state')!);
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('link', { name: 'Sign in with SSO' }).waitFor();
       await browser.context.addCookies([{ name: 'keygate_oidc_flow', value: cookie, domain: '127.0.0.1', path: '/auth/' }]);
@@ -357,5 +361,15 @@ describe('every failure is a clear page and no session', () => {
 
   it('no CSP violation or page error anywhere', () => {
     expect(problems).toEqual([]);
+  });
+
+  it("the console's log tells sign-ins and refusals, and never a code, a state or a flow id", () => {
+    const log = konsole.logs.join('');
+    expect(log).toContain('web console: signed in with SSO');
+    expect(log).toContain('web console: sign-in with SSO refused');
+    expect(log).toContain('web console: the identity provider cannot be reached');
+    expect(secrets.length).toBe(3);
+    for (const s of secrets) expect(log).not.toContain(s);
+    expect(late.logs.join('')).toContain('"reason":"ID token time check"');
   });
 });

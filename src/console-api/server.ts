@@ -192,6 +192,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
     publicOrigin: opts.config.publicOrigin,
     tokens: webTokens(mc),
     people: peopleOf(mc),
+    log,
     ...(opts.config.oidcIssuer &&
       opts.config.oidcClientId &&
       opts.config.oidcClientSecret && {

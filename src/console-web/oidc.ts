@@ -16,7 +16,7 @@
  * code, a token or a state.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
 import type { RedisClient } from '../store/redis.ts';
 import { managementSchema } from '../schema/management.ts';
@@ -52,6 +52,8 @@ export interface OidcDeps {
   readonly publicOrigin: string;
   readonly people: PeopleDirectory;
   readonly isSecure: (req: FastifyRequest) => boolean;
+  /** Where sign-ins and their failures are logged (the console's logger; never a code, token or state). */
+  readonly log?: Pick<FastifyBaseLogger, 'info' | 'warn'>;
   /** Ends the browser's previous session, makes the person's, sets its cookie. */
   readonly signIn: (req: FastifyRequest, reply: FastifyReply, user: SessionUser, account: string) => Promise<void>;
 }
@@ -77,6 +79,7 @@ const loopback = (u: URL) => u.protocol === 'http:' && ['127.0.0.1', 'localhost'
 export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: OidcDeps): void {
   const m = managementSchema(deps.namespace);
   const redirectUri = `${deps.publicOrigin}/auth/callback`;
+  const logOf = (req: FastifyRequest) => deps.log ?? req.log;
   const issuer = new URL(opts.issuer);
 
   async function discover(): Promise<client.Configuration> {
@@ -103,7 +106,7 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
     try {
       config = await discover();
     } catch (err) {
-      req.log.warn({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'web console: the identity provider cannot be reached');
+      logOf(req).warn({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'web console: the identity provider cannot be reached');
       return failurePage(reply, 502, 'Sign-in is unavailable', 'The identity provider cannot be reached right now, so nobody can sign in with SSO. Try again in a moment, or sign in with a token.');
     }
     const verifier = client.randomPKCECodeVerifier();
@@ -127,15 +130,25 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
     const flowId = req.cookies[FLOW_COOKIE];
     reply.clearCookie(FLOW_COOKIE, flowCookie(req));
     const query = req.query as Record<string, unknown>;
-    if (!flowId || !/^[A-Za-z0-9_-]{43}$/.test(flowId))
+    const refused = (reason: string) => logOf(req).warn({ reason }, 'web console: sign-in with SSO refused');
+    if (!flowId || !/^[A-Za-z0-9_-]{43}$/.test(flowId)) {
+      refused('no flow cookie');
       return failurePage(reply, 400, 'Sign-in failed', 'This sign-in was not started in this browser, or it took longer than 10 minutes. Start again with "Sign in with SSO".');
+    }
     const raw = await deps.redis.getdel(m.oidcFlow(digest(flowId)));
-    if (raw === null) return failurePage(reply, 400, 'Sign-in failed', 'This sign-in answer was already used or has expired; it cannot sign in twice. Start again with "Sign in with SSO".');
+    if (raw === null) {
+      refused('flow used or expired');
+      return failurePage(reply, 400, 'Sign-in failed', 'This sign-in answer was already used or has expired; it cannot sign in twice. Start again with "Sign in with SSO".');
+    }
     const flow = JSON.parse(raw) as { state: string; nonce: string; verifier: string };
-    if (typeof query.error === 'string')
+    if (typeof query.error === 'string') {
+      refused('the provider answered an error');
       return failurePage(reply, 403, 'Sign-in failed', `The identity provider did not sign you in (${query.error.slice(0, 100)}). Start again, or ask your administrator.`);
-    if (query.state !== flow.state)
+    }
+    if (query.state !== flow.state) {
+      refused('state differs');
       return failurePage(reply, 400, 'Sign-in failed', 'The answer does not belong to the sign-in this browser started (its state differs), so it was refused. Start again with "Sign in with SSO".');
+    }
 
     let config: client.Configuration;
     try {
@@ -157,7 +170,7 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
       claims = c;
     } catch (err) {
       const why = failureReason(err);
-      req.log.warn({ reason: why.log }, 'web console: sign-in with SSO refused');
+      logOf(req).warn({ reason: why.log }, 'web console: sign-in with SSO refused');
       return failurePage(reply, why.status, 'Sign-in failed', why.message);
     }
 
@@ -171,7 +184,7 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
     }
     const accounts = await deps.people.accountsOf(user);
     if (accounts.length === 0) {
-      req.log.info({ sub: claims.sub.slice(0, 64) }, 'web console: signed in at the provider but a member of no account');
+      logOf(req).info({ sub: claims.sub.slice(0, 64) }, 'web console: signed in at the provider but a member of no account');
       const unverified = email !== null && !emailVerified ? ` Your email ${email} is not verified at the identity provider, so it cannot match a membership by email.` : '';
       return failurePage(
         reply,
@@ -181,7 +194,7 @@ export function registerOidc(app: FastifyInstance, opts: OidcOptions, deps: Oidc
       );
     }
     await deps.signIn(req, reply, user, accounts[0]!.account);
-    req.log.info({ account: accounts[0]!.account, sub: claims.sub.slice(0, 64) }, 'web console: signed in with SSO');
+    logOf(req).info({ account: accounts[0]!.account, sub: claims.sub.slice(0, 64) }, 'web console: signed in with SSO');
     return reply.redirect('/', 303);
   });
 }

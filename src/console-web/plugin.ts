@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import fastifyCookie from '@fastify/cookie';
 import fastifyHelmet from '@fastify/helmet';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { RedisClient } from '../store/redis.ts';
 import { z } from 'zod';
@@ -61,6 +61,8 @@ export interface ConsoleWebOptions {
   oidc?: OidcOptions;
   /** The members of accounts: a person's session lasts while they are a member of its account. */
   people?: PeopleDirectory;
+  /** Where sign-ins with SSO and their failures are logged (default: the request's logger). */
+  log?: Pick<FastifyBaseLogger, 'info' | 'warn'>;
 }
 
 export const DEFAULT_STATIC_ROOT = fileURLToPath(new URL('../../dist/web/', import.meta.url));
@@ -284,6 +286,7 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
       namespace: opts.namespace,
       publicOrigin: opts.publicOrigin,
       people: opts.people,
+      log: opts.log,
       isSecure,
       signIn: async (req, reply, user, account) => {
         const previous = sessionId(req);
