@@ -6,14 +6,15 @@
  *
  * The story: a developer signs in through the provider, sees only their account, creates a key, is
  * refused (by the API) a reveal of a colleague's key, and is audited by name; an owner adds, changes
- * and removes a member on the page. Every failure — a forged state, a replayed answer, an expired ID
+ * and removes a member on the page. Every failure — a forged state, a replayed answer (refused by
+ * keygate, and with its flow put back by the provider: the code was used), an expired ID
  * token (a console whose clock is two hours off), a person who is a member of nothing, an email not
  * verified, the provider down — is a clear page and no session; a clock off within the tolerance
  * signs in; a key rotation at the provider between two sign-ins is followed. axe-core finds no
  * serious or critical violation on the new screens; the page works at 360 px.
  */
 import { createRequire } from 'node:module';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -282,15 +283,19 @@ describe('every failure is a clear page and no session', () => {
     }
   });
 
-  it('a replayed answer (the same code and state again, with the same flow cookie) is refused', async () => {
+  it('a replayed answer is refused: by keygate (the flow is read once), and by the provider (the code was used)', async () => {
     const page = await fresh();
     let answer = '';
     let cookie = '';
+    let record: string | null = null;
+    const flowKey = (id: string) => `kg:v1:{mgmt}:oidcflow:${createHash('sha256').update(id).digest('hex')}`;
     const onRequest = (r: { url(): string }) => {
       if (r.url().includes('/auth/callback?')) answer = r.url();
     };
     const onResponse = async (r: { url(): string; headerValue(n: string): Promise<string | null> }) => {
-      if (r.url().endsWith('/auth/login')) cookie = /keygate_oidc_flow=([^;]+)/.exec((await r.headerValue('set-cookie')) ?? '')?.[1] ?? '';
+      if (!r.url().endsWith('/auth/login')) return;
+      cookie = /keygate_oidc_flow=([^;]+)/.exec((await r.headerValue('set-cookie')) ?? '')?.[1] ?? '';
+      record = await konsole.server.console.redis.get(flowKey(cookie)); // what the callback will take
     };
     page.on('request', onRequest);
     page.on('response', onResponse);
@@ -306,6 +311,12 @@ describe('every failure is a clear page and no session', () => {
       await browser.context.addCookies([{ name: 'keygate_oidc_flow', value: cookie, domain: '127.0.0.1', path: '/auth/' }]);
       await page.goto(answer);
       await expectFailure(page, /Sign-in failed/, /already used or has expired/);
+      // The flow record put back as it was: keygate lets the answer through, the provider refuses its used code.
+      expect(record).toMatch(/"verifier"/);
+      await konsole.server.console.redis.set(flowKey(cookie), record!, 'EX', 60);
+      await browser.context.addCookies([{ name: 'keygate_oidc_flow', value: cookie, domain: '127.0.0.1', path: '/auth/' }]);
+      await page.goto(answer);
+      await expectFailure(page, /Sign-in failed/, /refused the sign-in code: it was already used or has expired/);
     } finally {
       page.off('request', onRequest);
       page.off('response', onResponse);
