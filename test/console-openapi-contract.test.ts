@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { webhooksOf } from '../src/events/service.ts';
+import { MAX_MEMBERS } from '../src/console/members.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { MAX_PRICES, pricesKey } from '../src/schema/prices.ts';
 import { callApi, startTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
@@ -27,6 +28,7 @@ const OTHER = `other-${randomBytes(4).toString('hex')}`;
 const UNKNOWN_KEY = `key_${'Q'.repeat(24)}`;
 const UNKNOWN_TOKEN = `tok_${'Q'.repeat(24)}`;
 const UNKNOWN_WEBHOOK = `wh_${'Q'.repeat(20)}`;
+const UNKNOWN_MEMBER = `mem_${'Q'.repeat(16)}`;
 const UNKNOWN_EVENT = 'evt_1_1_00000000';
 /** A model without a price (a new one each time: a PUT probe prices the one it names). */
 const unknownModel = () => `no-such-model-${randomBytes(4).toString('hex')}`;
@@ -88,6 +90,8 @@ const BODIES: Record<string, (k: Keys) => unknown> = {
   setAccountAlerts: () => ({ wallet_low_micros: 1_000 }),
   setPrice: () => ({ input_micros: 150_000, output_micros: 600_000 }),
   'post /session': () => ({ token: owner }),
+  addMember: () => ({ email: `m-${randomBytes(4).toString('hex')}@example.com`, role: 'viewer' }),
+  updateMember: () => ({ role: 'developer' }),
 };
 
 interface Keys {
@@ -99,6 +103,8 @@ interface Keys {
   readonly webhook?: string;
   /** A dead letter of the webhook. */
   readonly event?: string;
+  /** A member of the account (the members routes). */
+  readonly member?: string;
   /** A model with a price. */
   readonly model?: string;
 }
@@ -106,6 +112,10 @@ interface Keys {
 /** A key and a token on the account; for a webhook route also a webhook with one dead letter (at most 20 webhooks an account). */
 async function fresh(account = MINE, op?: Op): Promise<Keys> {
   const created = await srv.console.createKey({ account, name: 'probe' }, CLI_ACTOR);
+  if (op?.path.includes('/members/')) {
+    const member = (await srv.console.members.add(account, { email: `p-${randomBytes(4).toString('hex')}@example.com` }, 'viewer', CLI_ACTOR)).id;
+    return { key: created.id, plaintext: created.key, token: '', account, member };
+  }
   const token = (await srv.console.createToken({ name: 'probe', account }, CLI_ACTOR)).record.id;
   if (op?.path.startsWith('/v1/prices/')) {
     const model = `probe-${randomBytes(4).toString('hex')}`;
@@ -125,7 +135,7 @@ function fill(path: string, k: Keys): string {
     .replace('{account}', k.account)
     .replace('{event_id}', k.event ?? UNKNOWN_EVENT)
     .replace('{model}', k.model ?? unknownModel())
-    .replace('{id}', path.startsWith('/v1/tokens') ? k.token : path.startsWith('/v1/webhooks') ? (k.webhook ?? UNKNOWN_WEBHOOK) : k.key);
+    .replace('{id}', path.startsWith('/v1/tokens') ? k.token : path.startsWith('/v1/webhooks') ? (k.webhook ?? UNKNOWN_WEBHOOK) : path.includes('/members/') ? (k.member ?? UNKNOWN_MEMBER) : k.key);
 }
 
 /** The credential of a valid request: the key itself for GET /v1/key, else the management token given. */
@@ -249,6 +259,12 @@ describe('the OpenAPI document predicts every answer', () => {
     await filler.exec();
     await probe(byId('setPrice'), '/v1/prices/one-too-many', { token: admin, body: valid(byId('setPrice'), u) }, 'table full');
     await db.del(prices);
+    // Members: one membership per email; at most MAX_MEMBERS an account.
+    const m = `members-${randomBytes(4).toString('hex')}`;
+    await probe(byId('addMember'), `/v1/accounts/${m}/members`, { token: admin, body: { email: 'twice@example.com', role: 'owner' } }, 'first');
+    await probe(byId('addMember'), `/v1/accounts/${m}/members`, { token: admin, body: { email: 'twice@example.com', role: 'viewer' } }, 'the same email again');
+    for (let i = 1; i < MAX_MEMBERS; i++) await srv.console.members.add(m, { subject: `s-${i}` }, 'viewer', CLI_ACTOR);
+    await probe(byId('addMember'), `/v1/accounts/${m}/members`, { token: admin, body: { email: 'one-too-many@example.com', role: 'viewer' } }, 'at the cap');
   }, 60_000);
 
   it('every documented status was answered by some probe (but 429, 500, 503: next test)', () => {

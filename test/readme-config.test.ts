@@ -52,10 +52,10 @@ describe('README console settings table (keygate console)', () => {
   const consoleRows = new Map(
     table
       .split('\n')
-      .filter((l) => /^\| `KEYGATE_(CONSOLE_|CURRENCY`)/.test(l))
+      .filter((l) => /^\| `KEYGATE_(CONSOLE_|CURRENCY`|OIDC_)/.test(l))
       .map((l) => {
         const [env, def] = l.split('|').slice(1, 3).map((c) => c.trim());
-        return [/`(KEYGATE_(?:CONSOLE_\w+|CURRENCY))`/.exec(env!)![1]!, def!] as const;
+        return [/`(KEYGATE_(?:CONSOLE_\w+|CURRENCY|OIDC_\w+))`/.exec(env!)![1]!, def!] as const;
       }),
   );
 

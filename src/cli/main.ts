@@ -11,6 +11,7 @@ import { registerConsoleCommands } from './console-commands.ts';
 import { registerManagementCommands } from './management-commands.ts';
 import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
+import { registerMemberCommands } from './member-commands.ts';
 import { stopOnSignals } from './signals.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
@@ -101,7 +102,9 @@ export function buildProgram(): Command {
     .option('--gateway-port <n>', `dev gateway port, what curl and the SDKs talk to (default ${DEV_PORTS.gatewayPort})`, intArg('--gateway-port'))
     .option('--console-port <n>', `management API and web page port (default ${DEV_PORTS.consolePort})`, intArg('--console-port'))
     .option('--upstream <url>', 'send allowed requests to this upstream instead of the built-in stub')
-    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string }) => {
+    .option('--sso', 'also start a local OpenID provider with demo people, and offer "Sign in with SSO" on the page (development only)')
+    .option('--sso-port <n>', 'port of that provider (default 9005)', intArg('--sso-port'))
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; sso?: boolean; ssoPort?: number }) => {
       const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
       if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
       // Logs go to stderr; stdout carries the banner.
@@ -115,6 +118,7 @@ export function buildProgram(): Command {
         gatewayPort: o.gatewayPort ?? DEV_PORTS.gatewayPort,
         consolePort: o.consolePort ?? DEV_PORTS.consolePort,
         ...(o.upstream ? { upstream: o.upstream } : {}),
+        ...(o.sso ? { sso: true, ssoPort: o.ssoPort } : {}),
       };
       let dev;
       try {
@@ -142,6 +146,7 @@ export function buildProgram(): Command {
   registerManagementCommands(program);
   registerEventCommands(program);
   registerPriceCommands(program);
+  registerMemberCommands(program);
   return program;
 }
 

@@ -7,10 +7,13 @@ import type { FastifyRequest } from 'fastify';
 import type { Actor, TokenRecord } from '../console/management.ts';
 import type { ConsoleService } from '../console/service.ts';
 import { ApiError } from './errors.ts';
+import type { UserPrincipal } from './roles.ts';
 
 export interface Principal {
   readonly token: TokenRecord;
   readonly actor: Actor;
+  /** A person signed in on the page with SSO (their role checked by roles.ts); absent for a token. */
+  readonly user?: UserPrincipal;
 }
 
 declare module 'fastify' {

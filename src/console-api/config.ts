@@ -40,6 +40,13 @@ export const consoleApiConfigSchema = z.object({
     .url({ protocol: /^https?$/ })
     .transform((u) => new URL(u).origin)
     .optional(),
+  /** Sign-in with SSO (OpenID Connect, docs/web-console.md): the issuer, the client registered there, and optional memberships from a claim. */
+  oidcIssuer: z.url({ protocol: /^https?$/ }).optional(),
+  oidcClientId: z.string().min(1).max(512).optional(),
+  oidcClientSecret: z.string().min(1).max(1024).optional(),
+  oidcRolesClaim: z.string().regex(/^[A-Za-z0-9_.:/-]{1,100}$/, 'must be a claim name').optional(),
+  /** Seconds of clock difference tolerated on the ID token's iat/exp. */
+  oidcClockToleranceSeconds: z.coerce.number().int().min(0).max(600).default(30),
 });
 
 export const CONSOLE_ENV = {
@@ -52,6 +59,11 @@ export const CONSOLE_ENV = {
   sessionTtlSeconds: 'KEYGATE_CONSOLE_SESSION_TTL',
   publicOrigin: 'KEYGATE_CONSOLE_PUBLIC_ORIGIN',
   currency: 'KEYGATE_CURRENCY',
+  oidcIssuer: 'KEYGATE_OIDC_ISSUER',
+  oidcClientId: 'KEYGATE_OIDC_CLIENT_ID',
+  oidcClientSecret: 'KEYGATE_OIDC_CLIENT_SECRET',
+  oidcRolesClaim: 'KEYGATE_OIDC_ROLES_CLAIM',
+  oidcClockToleranceSeconds: 'KEYGATE_OIDC_CLOCK_TOLERANCE',
 } as const;
 
 export type ConsoleApiConfig = z.infer<typeof consoleApiConfigSchema> & {
@@ -81,6 +93,7 @@ export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string }
     const key = issue.path[0] as keyof typeof CONSOLE_ENV;
     throw new ConfigError(`invalid setting ${CONSOLE_ENV[key] ?? String(key)}: ${issue.message}`);
   }
+  checkOidcSettings(r.data);
   return {
     ...r.data,
     redisUrl: shared.redisUrl,
@@ -91,4 +104,15 @@ export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string }
     drainDelayMs: shared.drainDelayMs,
     shutdownTimeoutMs: shared.shutdownTimeoutMs,
   };
+}
+
+/** SSO is on with all three of issuer, client id and secret, and needs the public origin (its redirect URI); half a setting stops the start. */
+function checkOidcSettings(c: z.infer<typeof consoleApiConfigSchema>): void {
+  const set = [c.oidcIssuer, c.oidcClientId, c.oidcClientSecret].filter((v) => v !== undefined).length;
+  if (set === 0) {
+    if (c.oidcRolesClaim !== undefined) throw new ConfigError('invalid setting KEYGATE_OIDC_ROLES_CLAIM: needs KEYGATE_OIDC_ISSUER, KEYGATE_OIDC_CLIENT_ID and KEYGATE_OIDC_CLIENT_SECRET');
+    return;
+  }
+  if (set < 3) throw new ConfigError('invalid setting KEYGATE_OIDC_ISSUER: sign-in with SSO needs KEYGATE_OIDC_ISSUER, KEYGATE_OIDC_CLIENT_ID and KEYGATE_OIDC_CLIENT_SECRET together');
+  if (c.publicOrigin === undefined) throw new ConfigError('invalid setting KEYGATE_CONSOLE_PUBLIC_ORIGIN: sign-in with SSO needs it (the redirect URI is <KEYGATE_CONSOLE_PUBLIC_ORIGIN>/auth/callback)');
 }

@@ -28,14 +28,15 @@ export interface ConsoleServer {
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
-export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
+/** `oidcClockSkewSeconds`: tests only, a clock this far off for the ID token's time checks. */
+export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string; oidcClockSkewSeconds?: number } = {}): Promise<ConsoleServer> {
   // `wallet.enforced` is what the live sidecars publish; this console's own setting only when none has.
   const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
   let draining = false;
   const ready = () => !draining && mc.redis.status === 'ready';
   let events: EventDelivery | undefined;
   try {
-    const { app, routes } = await buildConsoleApp(mc, { config, version, ready }, log);
+    const { app, routes } = await buildConsoleApp(mc, { config, version, ready, oidcClockSkewSeconds: opts.oidcClockSkewSeconds }, log);
     events = startEventDelivery(mc, log, { revealKey: opts.revealKey }); // webhook delivery (docs/events.md)
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();

@@ -22,6 +22,10 @@ const session = {
     token_name: { type: 'string' },
     csrf_token: { type: 'string', description: 'send it as x-csrf-token with every change' },
     expires_at: { type: 'string', format: 'date-time' },
+    sso: { type: 'boolean', description: 'present (true) when the console offers sign-in with SSO (GET /auth/login)' },
+    user: { type: 'object', description: 'a person signed in with SSO', properties: { name: { type: 'string' }, email: { type: ['string', 'null'] }, sub: { type: 'string' } } },
+    role: { type: 'string', enum: ['owner', 'developer', 'viewer'], description: "the person's role in `account`" },
+    accounts: { type: 'array', description: 'the accounts the person may pick', items: { type: 'object', properties: { account: { type: 'string' }, role: { type: 'string' } } } },
   },
 };
 const errs = (codes: number[]) => Object.fromEntries(codes.map((c) => [String(c), json(error, 'Error')]));

@@ -19,6 +19,7 @@ import { requireAccount, requireAllAccounts, principal } from './auth.ts';
 import { decodeCursor } from '../core/key-page.ts';
 import { listKeyPage } from '../console/key-list.ts';
 import { ApiError } from './errors.ts';
+import { recordCreator } from './roles.ts';
 import { setAlertThresholds } from '../events/publish.ts';
 import * as S from './schemas.ts';
 
@@ -164,6 +165,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         fingerprint,
         async () => {
           const created = await mc.createKey(input, p.actor);
+          await recordCreator(mc, req, account, created.id); // a developer manages the keys they created (roles.ts)
           return { keyId: created.id, answer: { ...keyJson(await mc.getKeyView(created.id)), key: created.key } };
         },
         async (keyId) => {
@@ -273,6 +275,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         `POST /v1/keys/${oldId}/roll ${canonical(req.body)}`,
         async () => {
           const rolled = await mc.rollKey(oldId, { graceSeconds: req.body.grace_seconds ?? 0, name: req.body.name ?? null }, principal(req).actor);
+          await recordCreator(mc, req, rolled.old.account, rolled.id, oldId);
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },

@@ -318,7 +318,7 @@ export const TokenList = z.object({ tokens: z.array(Token) });
 export const AuditEvent = z.object({
   time: isoTime,
   action: z.enum(AUDIT_ACTIONS),
-  actor: z.object({ type: z.enum(['token', 'cli']), id: z.string().nullable(), name: z.string().nullable() }),
+  actor: z.object({ type: z.enum(['token', 'cli', 'user']), id: z.string().nullable(), name: z.string().nullable() }),
   account: z.string().nullable(),
   key_id: z.string().nullable(),
   changes: z.record(z.string(), z.unknown()),

@@ -21,13 +21,19 @@ import { completeDocument, openApiPath } from './openapi.ts';
 import { registerKeyUsageRoutes } from './key-usage-routes.ts';
 import { registerLedgerRoutes } from './ledger-routes.ts';
 import { registerRoutes } from './routes.ts';
+import { registerMemberRoutes } from './member-routes.ts';
+import { enforceRole } from './roles.ts';
+import { peopleOf } from './people.ts';
 import { isKeySelfRoute, registerEventRoutes } from '../events/routes.ts';
 import { registerPriceRoutes } from './price-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
 import { Health } from './schemas.ts';
 
 export interface ConsoleAppOptions {
-  readonly config: Pick<ConsoleApiConfig, 'trustProxy' | 'rateLimitPerMinute' | 'bookingRateLimitPerMinute' | 'bodyLimitBytes' | 'keyPrefix' | 'redisNamespace' | 'sessionTtlSeconds' | 'publicOrigin'> & { readonly currency?: string };
+  readonly config: Pick<ConsoleApiConfig, 'trustProxy' | 'rateLimitPerMinute' | 'bookingRateLimitPerMinute' | 'bodyLimitBytes' | 'keyPrefix' | 'redisNamespace' | 'sessionTtlSeconds' | 'publicOrigin'> &
+    Partial<Pick<ConsoleApiConfig, 'oidcIssuer' | 'oidcClientId' | 'oidcClientSecret' | 'oidcRolesClaim' | 'oidcClockToleranceSeconds'>> & { readonly currency?: string };
+  /** Tests only: seconds this server's clock is off, for the ID token's time checks. */
+  readonly oidcClockSkewSeconds?: number;
   readonly version: string;
   /** Ready as `/readyz` reports it. */
   readonly ready: () => boolean;
@@ -185,6 +191,20 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
     sessionTtlMs: opts.config.sessionTtlSeconds * 1000,
     publicOrigin: opts.config.publicOrigin,
     tokens: webTokens(mc),
+    people: peopleOf(mc),
+    log,
+    ...(opts.config.oidcIssuer &&
+      opts.config.oidcClientId &&
+      opts.config.oidcClientSecret && {
+        oidc: {
+          issuer: opts.config.oidcIssuer,
+          clientId: opts.config.oidcClientId,
+          clientSecret: opts.config.oidcClientSecret,
+          rolesClaim: opts.config.oidcRolesClaim,
+          clockToleranceSeconds: opts.config.oidcClockToleranceSeconds,
+          clockSkewSeconds: opts.oidcClockSkewSeconds,
+        },
+      }),
   });
 
   // Authentication before parsing: an unauthenticated request learns nothing, not even what is bad in its body.
@@ -196,6 +216,14 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
         const web = await app.webSessionAuth(req);
         if (web.kind === 'refused') throw new ApiError(web.status === 401 ? 'UNAUTHENTICATED' : 'FORBIDDEN', web.message);
         if (web.kind === 'ok') {
+          const u = web.principal.user;
+          if (u) {
+            // A person (SSO): audited by name, and held to their role on every route.
+            const token: TokenRecord = { ...web.principal.token, status: 'active', createdAt: 0, revokedAt: null, hint: '' };
+            req.principal = { token, actor: { type: 'user', id: u.sub, name: u.name }, user: { iss: u.iss, sub: u.sub, role: u.role } };
+            await enforceRole(req, mc, req.principal.user!, web.principal.account);
+            return;
+          }
           const token = web.principal.token as TokenRecord;
           req.principal = { token, actor: { type: 'token', id: token.id, name: token.name } };
           return;
@@ -232,6 +260,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
   registerEventRoutes(app, mc);
   registerLedgerRoutes(app, mc, opts.config.currency ?? 'USD');
   registerPriceRoutes(app, mc);
+  registerMemberRoutes(app, mc);
   registerUsageRoutes(app, mc);
   registerKeyUsageRoutes(app, mc, opts.config.currency ?? 'USD');
   await app.ready();

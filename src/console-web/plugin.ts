@@ -5,6 +5,8 @@
  *   GET  /session          {signed_in: true, account, token_name, csrf_token, expires_at}, or {signed_in: false}
  *   POST /session {token}  sign in with an account-scoped management token → session cookie
  *   DELETE /session        sign out (ends the session in Redis, clears the cookie)
+ *   POST /session/account  {account}: a person in several accounts picks one (the "Account" select)
+ *   GET  /auth/login, /auth/callback   sign-in with SSO (oidc.ts), when OpenID Connect is configured
  *
  * The page then calls the management API with the cookie instead of a Bearer token:
  * `sessionAuth(request)` maps a live session to its token's principal, and for every change
@@ -12,16 +14,18 @@
  * same-origin `Origin`. Every answer carries a strict Content-Security-Policy and the usual
  * security headers; nothing here logs or echoes a token, a session id or a key.
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fastifyCookie from '@fastify/cookie';
 import fastifyHelmet from '@fastify/helmet';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { RedisClient } from '../store/redis.ts';
 import { z } from 'zod';
-import { sameSecret, SessionStore, type SessionRecord } from './sessions.ts';
+import { sameSecret, SessionStore, type SessionRecord, type SessionUser } from './sessions.ts';
+import { registerOidc, type OidcOptions, type PeopleDirectory, type Role } from './oidc.ts';
 
 /** A management token as the console knows it: its id, name and scope (null = all accounts). */
 export interface TokenInfo {
@@ -53,6 +57,12 @@ export interface ConsoleWebOptions {
    * changes scheme or host; default: this request's own scheme and Host.
    */
   publicOrigin?: string;
+  /** Sign-in with SSO (needs `publicOrigin` and `people`). */
+  oidc?: OidcOptions;
+  /** The members of accounts: a person's session lasts while they are a member of its account. */
+  people?: PeopleDirectory;
+  /** Where sign-ins with SSO and their failures are logged (default: the request's logger). */
+  log?: Pick<FastifyBaseLogger, 'info' | 'warn'>;
 }
 
 export const DEFAULT_STATIC_ROOT = fileURLToPath(new URL('../../dist/web/', import.meta.url));
@@ -64,9 +74,11 @@ const SECURE_COOKIE = `__Host-${COOKIE}`;
 
 /** The principal of a signed-in page: the same as the account-scoped token it signed in with. */
 export interface SessionPrincipal {
-  /** The token as `TokenDirectory.byId` answered it, checked on this request. */
+  /** The token as `TokenDirectory.byId` answered it, checked on this request; for a person, a stand-in named after them. */
   token: TokenInfo;
   account: string;
+  /** A person (SSO) and their role in `account`, read on this request. */
+  user?: SessionUser & { role: Role };
 }
 
 export type SessionAuth =
@@ -98,6 +110,10 @@ declare module 'fastify' {
 }
 
 const SignIn = z.object({ token: z.string().min(1).max(512) }).strict();
+const PickAccount = z.object({ account: z.string().min(1).max(64) }).strict();
+
+/** The stand-in token id of a person's session (rate-limit bucket, idempotency scope): a digest of issuer and subject. */
+export const personTokenId = (u: { iss: string; sub: string }) => `usr_${createHash('sha256').update(`${u.iss}\n${u.sub}`).digest('hex').slice(0, 24)}`;
 
 async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promise<void> {
   const sessions = new SessionStore(opts.redis, opts.namespace, opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS);
@@ -153,12 +169,23 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     return null;
   }
 
-  /** The live session, or why there is none (`revoked`: its token was revoked, which ends it here). */
-  async function liveOrWhy(req: FastifyRequest): Promise<{ id: string; record: SessionRecord; token: TokenInfo } | 'ended' | 'revoked'> {
+  type Live = { id: string; record: SessionRecord; token: TokenInfo; role?: Role };
+  /** The live session, or why there is none (`revoked`: its token was revoked, `removed`: its person is no member of its account any more; either ends it here). */
+  async function liveOrWhy(req: FastifyRequest): Promise<Live | 'ended' | 'revoked' | 'removed'> {
     const id = sessionId(req);
     if (!id) return 'ended';
     const record = await sessions.get(id);
     if (!record) return 'ended';
+    if (record.user) {
+      // A person's session lasts while they are a member of its account; the role is read on every request.
+      // SSO switched off since: the person's sessions end with it.
+      const role = opts.people && opts.oidc ? await opts.people.roleOf(record.account, record.user) : null;
+      if (role === null) {
+        await sessions.end(id);
+        return opts.oidc ? 'removed' : 'ended';
+      }
+      return { id, record, role, token: { id: personTokenId(record.user), name: record.user.name, account: record.account } };
+    }
     // The session lasts only as long as its token: a revoked token ends it on the next request.
     const token = await opts.tokens.byId(record.tokenId);
     if (!token || token.account !== record.account) {
@@ -168,7 +195,7 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     return { id, record, token };
   }
 
-  async function live(req: FastifyRequest): Promise<{ id: string; record: SessionRecord; token: TokenInfo } | null> {
+  async function live(req: FastifyRequest): Promise<Live | null> {
     const s = await liveOrWhy(req);
     return typeof s === 'string' ? null : s;
   }
@@ -178,6 +205,7 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     const s = await liveOrWhy(req);
     if (s === 'revoked') return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: its token was revoked. Sign in with another token.' };
     if (s === 'ended') return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: it expired or was signed out. Sign in again.' };
+    if (s === 'removed') return { kind: 'refused', status: 401, code: 'UNAUTHENTICATED', message: 'the session has ended: you are no longer a member of its account. Sign in again.' };
     if (!SAFE_METHODS.has(req.method)) {
       const why = crossSite(req);
       if (why) return { kind: 'refused', status: 403, code: 'FORBIDDEN', message: `cross-site request refused: ${why}` };
@@ -185,7 +213,7 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
       if (typeof sent !== 'string' || !sameSecret(sent, s.record.csrf))
         return { kind: 'refused', status: 403, code: 'FORBIDDEN', message: `cross-site request refused: the ${CSRF_HEADER} header is missing or wrong` };
     }
-    return { kind: 'ok', principal: { token: s.token, account: s.record.account } };
+    return { kind: 'ok', principal: { token: s.token, account: s.record.account, ...(s.record.user && { user: { ...s.record.user, role: s.role! } }) } };
   }
   app.decorate('webSessionAuth', sessionAuth);
 
@@ -196,14 +224,35 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     csrf_token: r.csrf,
     expires_at: new Date(r.expiresAt).toISOString(),
   });
+  /** A person's session also says who, their role, and the accounts they may pick. */
+  const personJson = async (s: Live) => {
+    const u = s.record.user!;
+    return { ...sessionJson(s.record), user: { name: u.name, email: u.email, sub: u.sub }, role: s.role!, accounts: await opts.people!.accountsOf(u) };
+  };
   const fail = (reply: FastifyReply, status: number, code: string, message: string) =>
     reply.code(status).send({ error: { code, message } });
 
   const doc = (summary: string) => ({ schema: { tags: ['web console'], summary } });
   app.get('/session', doc('The web page\'s session: {signed_in, account, token_name, csrf_token, expires_at}'), async (req, reply) => {
     const s = await live(req);
-    if (!s) return { signed_in: false };
-    return sessionJson(s.record);
+    if (!s) return { signed_in: false, ...(opts.oidc && { sso: true }) };
+    return { ...(s.record.user ? await personJson(s) : sessionJson(s.record)), ...(opts.oidc && { sso: true }) };
+  });
+
+  // The page's own route (docs/web-console.md), not part of the API document.
+  app.post('/session/account', { bodyLimit: 4096, schema: { hide: true } }, async (req, reply) => {
+    const auth = await sessionAuth(req);
+    if (auth.kind === 'none') return fail(reply, 401, 'UNAUTHENTICATED', 'not signed in');
+    if (auth.kind === 'refused') return fail(reply, auth.status, auth.code, auth.message);
+    const user = auth.principal.user;
+    if (!user) return fail(reply, 403, 'FORBIDDEN', 'a token\'s session is for its one account');
+    const body = PickAccount.safeParse(req.body);
+    if (!body.success) return fail(reply, 400, 'INVALID_INPUT', 'body: send {"account": "<account id>"}');
+    // The same answer for an account that does not exist and one the person is not a member of.
+    const role = await opts.people!.roleOf(body.data.account, user);
+    if (role === null) return fail(reply, 404, 'NOT_FOUND', `you are not a member of an account ${body.data.account}`);
+    await sessions.setAccount(sessionId(req)!, body.data.account);
+    return personJson((await live(req))!);
   });
 
   app.post('/session', { bodyLimit: 4096, ...doc('Sign the web page in with an account-scoped token {token}: sets the session cookie') }, async (req, reply) => {
@@ -229,6 +278,24 @@ async function consoleWeb(app: FastifyInstance, opts: ConsoleWebOptions): Promis
     req.log.info({ account: record.account, tokenId: record.tokenId }, 'web console: signed in');
     return sessionJson(record);
   });
+
+  if (opts.oidc) {
+    if (!opts.publicOrigin || !opts.people) throw new Error('sign-in with SSO needs publicOrigin and people');
+    registerOidc(app, opts.oidc, {
+      redis: opts.redis,
+      namespace: opts.namespace,
+      publicOrigin: opts.publicOrigin,
+      people: opts.people,
+      log: opts.log,
+      isSecure,
+      signIn: async (req, reply, user, account) => {
+        const previous = sessionId(req);
+        if (previous) await sessions.end(previous);
+        const { id, record } = await sessions.create('', account, user.name, user);
+        reply.setCookie(cookieName(req), id, { path: '/', httpOnly: true, sameSite: 'strict', secure: isSecure(req), expires: new Date(record.expiresAt) });
+      },
+    });
+  }
 
   app.delete('/session', doc('Sign the web page out (needs x-csrf-token)'), async (req, reply) => {
     const auth = await sessionAuth(req);

@@ -11,13 +11,25 @@ import { systemClock, type Clock } from '../core/clock.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { managementSchema, SessionField as F } from '../schema/management.ts';
 
+/** The person of a session made by OpenID Connect sign-in (none for a token's session). */
+export interface SessionUser {
+  iss: string;
+  sub: string;
+  email: string | null;
+  emailVerified: boolean;
+  /** What the page and the audit log show: the email, else the name, else the subject. */
+  name: string;
+}
+
 export interface SessionRecord {
+  /** The management token's id; '' for a person's session. */
   tokenId: string;
   account: string;
   tokenName: string;
   csrf: string;
   createdAt: number;
   expiresAt: number;
+  user?: SessionUser;
 }
 
 /** 32 random bytes, base64url: the session id and the CSRF token. */
@@ -53,10 +65,10 @@ export class SessionStore {
   }
 
   /** A new session for the token; returns its id (for the cookie only) and its record. */
-  async create(tokenId: string, account: string, tokenName: string): Promise<{ id: string; record: SessionRecord }> {
+  async create(tokenId: string, account: string, tokenName: string, user?: SessionUser): Promise<{ id: string; record: SessionRecord }> {
     const id = newSecret();
     const now = this.#now();
-    const record: SessionRecord = { tokenId, account, tokenName, csrf: newSecret(), createdAt: now, expiresAt: now + this.ttlMs };
+    const record: SessionRecord = { tokenId, account, tokenName, csrf: newSecret(), createdAt: now, expiresAt: now + this.ttlMs, ...(user && { user }) };
     await this.#redis
       .multi()
       .hset(this.#key(id), {
@@ -66,6 +78,7 @@ export class SessionStore {
         [F.csrf]: record.csrf,
         [F.createdAt]: String(record.createdAt),
         [F.expiresAt]: String(record.expiresAt),
+        ...(user && { [F.user]: JSON.stringify(user) }),
       })
       .pexpireat(this.#key(id), record.expiresAt)
       .exec();
@@ -82,11 +95,28 @@ export class SessionStore {
     const h = await this.#redis.hgetall(this.#key(sessionId));
     const expiresAt = Number(h[F.expiresAt]);
     const [tokenId, account, csrf] = [h[F.tokenId], h[F.account], h[F.csrf]];
-    if (!tokenId || !account || !csrf || !Number.isSafeInteger(expiresAt) || expiresAt <= this.#now()) return null;
-    return { tokenId, account, tokenName: h[F.tokenName] ?? '', csrf, createdAt: Number(h[F.createdAt]), expiresAt };
+    const user = parseUser(h[F.user]);
+    if ((!tokenId && !user) || !account || !csrf || !Number.isSafeInteger(expiresAt) || expiresAt <= this.#now()) return null;
+    return { tokenId: tokenId ?? '', account, tokenName: h[F.tokenName] ?? '', csrf, createdAt: Number(h[F.createdAt]), expiresAt, ...(user && { user }) };
+  }
+
+  /** Moves a person's session to another account (the "Account" select; membership checked by the caller). */
+  async setAccount(sessionId: string, account: string): Promise<void> {
+    if (isSessionId(sessionId)) await this.#redis.hset(this.#key(sessionId), F.account, account);
   }
 
   async end(sessionId: string): Promise<void> {
     if (isSessionId(sessionId)) await this.#redis.del(this.#key(sessionId));
+  }
+}
+
+function parseUser(s: string | undefined): SessionUser | undefined {
+  if (!s) return undefined;
+  try {
+    const o = JSON.parse(s) as Partial<SessionUser>;
+    if (typeof o.iss !== 'string' || typeof o.sub !== 'string' || typeof o.name !== 'string') return undefined;
+    return { iss: o.iss, sub: o.sub, email: typeof o.email === 'string' ? o.email : null, emailVerified: o.emailVerified === true, name: o.name };
+  } catch {
+    return undefined;
   }
 }

@@ -26,6 +26,7 @@ import { ConsoleContext, type KeyConsoleOptions } from './context.ts';
 import * as keys from './keys.ts';
 import * as accounts from './accounts.ts';
 import * as mgmt from './management.ts';
+import { Members } from './members.ts';
 import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult, RollOptions } from './keys.ts';
 import type { AccountInfo, AccountResult } from './accounts.ts';
 import type { Actor, AuditAction, AuditEvent, IdempotencyClaim, TokenRecord } from './management.ts';
@@ -78,6 +79,12 @@ export class ConsoleService {
   /** The price table (docs/metering.md, "Prices"). */
   get prices(): PriceBook {
     return this.#c.prices;
+  }
+
+  #members: Members | undefined;
+  /** Members of accounts and their roles, for sign-in with OpenID Connect (members.ts). */
+  get members(): Members {
+    return (this.#members ??= new Members(this.#c));
   }
 
   // ---- keys (keys.ts) ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ import { schema } from '../schema/redis-schema.ts';
 import type { Sidecar } from '../main.ts';
 import { createDevGateway } from './gateway.ts';
 import { listenStubUpstream } from './stub-upstream.ts';
+import { ssoComponent, ssoEnv, ssoLines, ssoMembers, type DevSso } from './sso.ts';
 
 export interface DevOptions {
   /** Where dev keeps its state: Redis data, the reveal key and the demo key (mode 0600). */
@@ -41,6 +42,9 @@ export interface DevOptions {
   readonly consolePort: number;
   /** Base URL of a real upstream for the dev gateway; default: the built-in stub. */
   readonly upstream?: string;
+  /** `--sso`: a local OpenID provider with demo people, and "Sign in with SSO" on the page (sso.ts). */
+  readonly sso?: boolean;
+  readonly ssoPort?: number;
 }
 
 
@@ -61,6 +65,8 @@ export interface DevContext {
   demoKey?: { id: string; key: string; account: string };
   /** The console's base URL and the demo account's sign-in token (account-scoped). */
   console?: { url: string; token: string };
+  /** With `--sso`: the local provider and the console's client there. */
+  sso?: DevSso;
 }
 
 export interface Running {
@@ -377,9 +383,10 @@ const consoleComponent: DevComponent = {
   load: consoleModules,
   async start(ctx) {
     const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await consoleModules();
-    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }), host: '127.0.0.1', drainDelayMs: 0 };
+    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }, { ...process.env, ...ssoEnv(ctx) }), host: '127.0.0.1', drainDelayMs: 0 };
     const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey });
     try {
+      await ssoMembers(ctx, server.console);
       const tokenPath = join(ctx.options.dir, 'console-token.json');
       let saved: { id: string; token: string } | undefined;
       if (existsSync(tokenPath)) {
@@ -450,7 +457,7 @@ const gatewayComponent: DevComponent = {
 export function devComponents(): DevComponent[] {
   // The console before the sidecar: building it (schemas, OpenAPI document) holds the event loop for
   // a while, which a running sidecar would spend with its heartbeat overdue.
-  return [redisComponent, demoKeyComponent, consoleComponent, sidecarComponent, upstreamComponent, gatewayComponent];
+  return [redisComponent, demoKeyComponent, ssoComponent, consoleComponent, sidecarComponent, upstreamComponent, gatewayComponent];
 }
 
 /** How to use the running system: the key, a curl per entry, the SDK base URLs. */
@@ -482,6 +489,7 @@ export function usageLines(ctx: DevContext): string[] {
           '',
         ]
       : []),
+    ...ssoLines(ctx),
     `Manage keys: REDIS_URL=${ctx.redisUrl} KEYGATE_REVEAL_KEY=$(cat ${join(ctx.options.dir, 'reveal-key')}) bin/keygate keys list --account ${ctx.demoKey!.account}`,
     'Ctrl-C stops everything keygate dev started.',
   ];

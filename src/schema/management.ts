@@ -10,6 +10,10 @@
  *   {ns}:v1:{mgmt}:auditacct:{account|*}    LIST    the account's audit events (`*`: events of no account)
  *   {ns}:v1:{mgmt}:idem:{actor}:{sha256}    STRING  an idempotent creation's fingerprint and result (IdempotencyField)
  *   {ns}:v1:{mgmt}:websession:{sha256hex}   HASH    a web page session (SessionField)
+ *   {ns}:v1:{mgmt}:members:{account}        HASH    the account's members (src/console/members.ts): m:{id} → JSON, e:{email} / s:{subject} → id
+ *   {ns}:v1:{mgmt}:memberof:{e|s}:{value}   SET     the accounts an email or a subject is a member of
+ *   {ns}:v1:{mgmt}:keyby:{account}          HASH    key id → JSON {iss, sub} of the person who created it (a developer's own keys)
+ *   {ns}:v1:{mgmt}:oidcflow:{sha256hex}     STRING  a sign-in in progress (state, nonce, PKCE verifier; 10 minutes, read once)
  */
 import { SCHEMA_VERSION } from './redis-schema.ts';
 
@@ -38,6 +42,8 @@ export const SessionField = {
   account: 'account',
   tokenName: 'token_name',
   csrf: 'csrf',
+  /** A person's session (OpenID Connect): JSON {iss, sub, email, name}; absent for a token's session. */
+  user: 'user',
   createdAt: 'created_at',
   expiresAt: 'expires_at',
 } as const;
@@ -52,6 +58,14 @@ export interface ManagementSchema {
   idempotency(actor: string, digest: string): string;
   /** The prefix of web session keys (the session id's digest follows). */
   sessionPrefix(): string;
+  /** The account's members and their email and subject indexes. */
+  members(account: string): string;
+  /** The accounts an email (`e`) or a subject (`s`) is a member of. */
+  memberOf(kind: 'e' | 's', value: string): string;
+  /** Who (a person) created each key of the account. */
+  keyCreators(account: string): string;
+  /** A sign-in in progress, by the digest of its browser-bound flow id. */
+  oidcFlow(digest: string): string;
 }
 
 export function managementSchema(ns: string): ManagementSchema {
@@ -64,5 +78,9 @@ export function managementSchema(ns: string): ManagementSchema {
     auditOfAccount: (a) => `${base}auditacct:${a ?? ALL_ACCOUNTS}`,
     idempotency: (actor, d) => `${base}idem:${actor}:${d}`,
     sessionPrefix: () => `${base}websession:`,
+    members: (a) => `${base}members:${a}`,
+    memberOf: (k, v) => `${base}memberof:${k}:${v}`,
+    keyCreators: (a) => `${base}keyby:${a}`,
+    oidcFlow: (d) => `${base}oidcflow:${d}`,
   };
 }

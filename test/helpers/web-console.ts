@@ -27,7 +27,8 @@ export interface WebConsole {
   close(): Promise<void>;
 }
 
-export async function startWebConsole(redisUrl: string, env: Record<string, string> = {}): Promise<WebConsole> {
+/** `opts.port`: a fixed port (sign-in with SSO needs its redirect URI before the start); `opts.clockSkewSeconds`: a wrong clock for the ID token's checks. */
+export async function startWebConsole(redisUrl: string, env: Record<string, string> = {}, opts: { port?: number; clockSkewSeconds?: number } = {}): Promise<WebConsole> {
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -35,8 +36,8 @@ export async function startWebConsole(redisUrl: string, env: Record<string, stri
       cb();
     },
   });
-  const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000', ...env });
-  const server = await startConsole(config, createLogger('debug', sink), { revealKey: `k1:${randomBytes(32).toString('base64')}` });
+  const config = loadConsoleApiConfig({ port: opts.port ?? 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000', ...env });
+  const server = await startConsole(config, createLogger('debug', sink), { revealKey: `k1:${randomBytes(32).toString('base64')}`, oidcClockSkewSeconds: opts.clockSkewSeconds });
   return {
     url: `http://127.0.0.1:${server.port}`,
     server,

@@ -108,7 +108,14 @@ export interface Session {
   token_name?: string;
   csrf_token: string;
   expires_at: string;
+  /** A person signed in with SSO (web/src/people.ts): who, their role here, the accounts they may pick. */
+  user?: { name: string; email: string | null; sub: string };
+  role?: 'owner' | 'developer' | 'viewer';
+  accounts?: { account: string; role: 'owner' | 'developer' | 'viewer' }[];
 }
+
+/** Whether the console offers "Sign in with SSO" (said by GET /session while signed out). */
+export let ssoOffered = false;
 
 export interface Secret {
   id: string;
@@ -157,7 +164,7 @@ export class ApiError extends Error {
 
 let csrf = '';
 
-async function call<T>(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<T> {
+export async function call<T>(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json', ...extra };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
@@ -196,7 +203,8 @@ const enc = encodeURIComponent;
 
 export const api = {
   async session(): Promise<Session | null> {
-    const s = await call<Session | { signed_in: false }>('GET', '/session');
+    const s = await call<(Session | { signed_in: false }) & { sso?: boolean }>('GET', '/session');
+    ssoOffered = s.sso === true;
     if (!('csrf_token' in s)) return null;
     csrf = s.csrf_token;
     return s;
@@ -215,6 +223,9 @@ export const api = {
   },
   forget(): void {
     csrf = '';
+  },
+  async pickAccount(account: string): Promise<Session> {
+    return call<Session>('POST', '/session/account', { account });
   },
   account: (account: string) => call<Account>('GET', `/v1/accounts/${enc(account)}`),
   keys: (account: string, q: { status: StatusFilter; q: string; sort: KeySort; cursor: string | null; limit?: number }) => {

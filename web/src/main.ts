@@ -6,6 +6,7 @@
 import { html, nothing, render, type TemplateResult } from 'lit-html';
 import { keyed } from 'lit-html/directives/keyed.js';
 import { usageChart } from './usage-chart.ts';
+import { actorWords, can, createdByMe, loadPeople, membersView, PEOPLE_ACTION_WORDS, personBar, pickAccount, ssoView } from './people.ts';
 import { amountProblem, expiryProblem, KEY_LIMITS, modelsProblem, nameProblem, parseAmountText, splitModels } from '../../src/core/key-rules.ts';
 import { formatRate, parseRateText, RATE_UNITS, rateProblem, type Rate, type RateUnit } from '../../src/core/rate-text.ts';
 import {
@@ -167,6 +168,7 @@ function signedIn(s: Session): void {
   state.list = { status: 'current', q: '', sort: '-created', cursors: [null] };
   state.ledgerCursors = [null];
   void reload();
+  void loadPeople(s, update);
   const d = state.draft;
   if (d && d.values.account === s.account) {
     // The form that was being typed when the session ended comes back as it was.
@@ -557,6 +559,7 @@ async function onCreate(e: SubmitEvent): Promise<void> {
   update();
   try {
     const created = await api.create(state.session!.account, input, createIdem.key);
+    createdByMe(created.id);
     createIdem = null;
     openDialog({
       kind: 'secret',
@@ -621,6 +624,7 @@ async function onRoll(e: SubmitEvent): Promise<void> {
     // The console names the new key in the roll itself ("NAME (rolled)", "NAME (rolled 2)"…), so the
     // two are told apart in the list, the audit and the logs.
     const rolled = await api.roll(d.key.id, grace);
+    createdByMe(rolled.id);
     const shownName = rolled.name;
     openDialog({
       kind: 'secret',
@@ -747,7 +751,8 @@ function view(): TemplateResult {
     <header class="bar">
       <span class="brand">keygate console</span>
       ${state.phase === 'signed-in' && state.session
-        ? html`<span class="who">Account <strong>${state.session.account}</strong></span>
+        ? html`${personBar(state.session, (a) => void onPickAccount(a))}
+            <span class="who">Account <strong>${state.session.account}</strong></span>
             <button type="button" class="link signout" @click=${onSignOut}>Sign out</button>`
         : nothing}
     </header>
@@ -793,7 +798,19 @@ function signInView(): TemplateResult {
         ${s.busy ? html`<span class="muted" role="status">Signing in…</span>` : nothing}
       </div>
     </form>
+    ${ssoView()}
   `;
+}
+
+/** A person in several accounts picks another ("Account" select). */
+async function onPickAccount(account: string): Promise<void> {
+  try {
+    signedIn(await pickAccount(account));
+  } catch (err) {
+    if (isAuthEnd(err)) return sessionEnded(authEndNotice(err));
+    state.notice = message(err);
+    update();
+  }
 }
 
 /** Why a key cannot be created now (the account's active-key limit), or null. */
@@ -808,7 +825,7 @@ function keysPage(): TemplateResult {
   return html`
     <div class="page-head">
       <h1 id="page-title" tabindex="-1">API keys</h1>
-      <button
+      ${can('create') ? html`<button
         type="button"
         class="primary"
         id="create-key"
@@ -821,7 +838,7 @@ function keysPage(): TemplateResult {
         }}
       >
         Create key
-      </button>
+      </button>` : nothing}
     </div>
     ${blocked ? html`<p class="warning" id="create-blocked">${blocked}</p>` : nothing}
     <p class="muted intro">
@@ -829,7 +846,7 @@ function keysPage(): TemplateResult {
       Keep keys on your server: never in client-side code or a repository.
     </p>
     <p class="notice live" role="status" aria-live="polite">${state.notice}</p>
-    ${keysView()} ${accountView()} ${auditView()}
+    ${keysView()} ${accountView()} ${auditView()} ${membersView()}
   `;
 }
 
@@ -1015,7 +1032,7 @@ function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult
       <button type="button" id="${id}-usage-toggle" aria-expanded=${state.usage.has(k.id) ? 'true' : 'false'}
         aria-controls=${state.usage.has(k.id) ? `${id}-usage` : nothing} aria-describedby="${id}-title"
         @click=${() => void onUsage(k)}>30 days</button>
-      ${k.status === 'active'
+      ${k.status === 'active' && can('change', k)
         ? html`<button type="button" id="${id}-reveal" ?disabled=${busy} @click=${() => void onReveal(k)} aria-describedby="${id}-title">Reveal</button>
             <button type="button" id="${id}-edit" @click=${() => openDialog({ kind: 'edit', key: k, errors: {}, busy: false })} aria-describedby="${id}-title">Edit</button>
             ${k.rolled_to
@@ -1024,7 +1041,7 @@ function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult
             <button type="button" id="${id}-revoke" class="danger" @click=${() => openDialog({ kind: 'revoke', key: k, busy: false })} aria-describedby="${id}-title">
               Revoke
             </button>`
-        : html`<span class="muted">Refused</span>`}
+        : k.status === 'active' ? nothing : html`<span class="muted">Refused</span>`}
     </td>
   </tr>`;
 }
@@ -1142,9 +1159,9 @@ function auditView(): TemplateResult {
       ${a.value.map(
         (e) => html`<li>
           <time datetime=${e.time}>${when(e.time)}</time>
-          <strong>${ACTION_WORDS[e.action] ?? e.action}</strong>
+          <strong>${ACTION_WORDS[e.action] ?? PEOPLE_ACTION_WORDS[e.action] ?? e.action}</strong>
           ${e.key_id ? html`<code>${e.key_id}</code>` : nothing}
-          <span class="muted">by ${e.actor.type === 'cli' ? 'the command line' : `token “${e.actor.name ?? e.actor.id ?? '?'}”`}</span>
+          <span class="muted">by ${actorWords(e.actor)}</span>
           ${Object.keys(e.changes).length ? html`<span class="sub">${changesText(e.changes)}</span>` : nothing}
         </li>`,
       )}
