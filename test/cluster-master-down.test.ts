@@ -7,12 +7,15 @@
  *     is down: the audit lists (`{mgmt}`), the events records (`{wh}`) are best-effort, and the
  *     parts that could not be written are reported (`unfinished`), never turned into a failure;
  *   - `keys create` succeeds the same way, and its key is allowed by a Check;
+ *   - `accounts disable` succeeds the same way, and a Check refuses the account's keys;
  *   - a Check of a key whose records are live is allowed;
  *   - a revoke of a key whose own record is on the dead master fails (STORE_UNAVAILABLE), and no
  *     success is reported.
  * Then the master is started again (its data lost: no persistence here) and the next one is killed.
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleError } from '../src/console/errors.ts';
 import { CLI_ACTOR } from '../src/console/management.ts';
@@ -24,6 +27,12 @@ import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts
 import { chatRequest, outcomeOf, startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
+const BIN = fileURLToPath(new URL('../bin/keygate', import.meta.url));
+
+function keygate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { PATH: process.env.PATH!, HOME: process.env.HOME!, KEYGATE_NODE: process.execPath, REDIS_URL: dep.url, KEYGATE_REVEAL_KEY: REVEAL };
+  return new Promise((resolve) => execFile(BIN, args, { env, timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr })));
+}
 let dep: ClusterDeployment;
 let kc: KeyConsole;
 let sc: TestSidecar;
@@ -89,6 +98,14 @@ async function expectTruthful(unfinished: readonly string[] | undefined, mgmtDea
   if (!mgmtDead) expect((await kc.listAudit({ account: a })).some((e) => e.key_id === keyId)).toBe(true);
 }
 
+/** A Check of `key` answers `code` within 10 s (the sidecar's cache told by the live master); the last answer named if not. */
+async function refusedWith(key: string, code: string): Promise<void> {
+  let last = '';
+  await waitFor(async () => (last = outcomeOf(await sc.client.check(chatRequest(key)))) === code, `${code} (last: ${last})`, 10_000).catch((err: Error) => {
+    throw new Error(`${err.message}; last answer ${last}`);
+  });
+}
+
 async function clusterOk(): Promise<void> {
   await waitFor(async () => {
     try {
@@ -108,6 +125,9 @@ describe.each([0, 1, 2])('master %i down', (dead) => {
     const revoked = await keyWhere(a, dead, false);
     const checked = await keyWhere(a, dead, false);
     const lost = await keyWhere(a, dead, true);
+    const viaCli = await keyWhere(a, dead, false);
+    const b = await liveAccount(dead);
+    const ofB = await keyWhere(b, dead, false);
     expect(outcomeOf(await sc.client.check(chatRequest(checked.key)))).toBe('allow');
     const mgmtDead = (await masterOf(managementSchema(kc.schema.ns).audit())) === dead;
     const whDead = (await masterOf(eventsSchema(kc.schema.ns).due())) === dead;
@@ -119,13 +139,28 @@ describe.each([0, 1, 2])('master %i down', (dead) => {
       await expectTruthful(r.unfinished, mgmtDead, whDead, a, 'key.revoked', revoked.id);
       expect(Date.now() - t0).toBeLessThan(15_000);
       expect((await kc.getKey(revoked.id)).status).toBe('revoked');
-      await waitFor(async () => outcomeOf(await sc.client.check(chatRequest(revoked.key))) === 'INVALID_API_KEY', 'the revoked key refused', 10_000);
+      await refusedWith(revoked.key, 'INVALID_API_KEY');
+
+      // the CLI: exit 0, the revoke said on stdout, what was left unfinished on stderr
+      const cli = await keygate(['keys', 'revoke', viaCli.id]);
+      expect(cli.code, cli.stderr).toBe(0);
+      expect(cli.stdout).toBe(`Revoked key ${viaCli.id}.\n`);
+      expect(cli.stderr).toMatch(mgmtDead ? /^keygate: warning: revoked key \S+, but could not write audit log/ : /^(keygate: warning: revoked key \S+, but could not write key\.revoked event .*\n)?$/);
+      expect((await kc.getKey(viaCli.id)).status).toBe('revoked');
 
       const made = await kc.createKey({ account: a, name: 'made while a master is down' }, CLI_ACTOR);
       await expectTruthful(made.unfinished, mgmtDead, whDead, a, 'key.created', made.id);
       expect((await kc.getKey(made.id)).status).toBe('active');
 
       expect(outcomeOf(await sc.client.check(chatRequest(checked.key)))).toBe('allow');
+
+      // the kill switch: the account record is the write; its audit entry and event follow
+      const off = await kc.setAccountStatus(b, 'disabled', CLI_ACTOR);
+      expect(off).toMatchObject({ account: b, status: 'disabled', changed: true });
+      expect((off.unfinished ?? []).includes('audit log')).toBe(mgmtDead);
+      expect((off.unfinished ?? []).filter((x) => x !== 'audit log' && x !== 'account.disabled event')).toEqual([]);
+      if (!whDead) expect(off.unfinished ?? []).not.toContain('account.disabled event');
+      await refusedWith(ofB.key, 'USER_BLOCKED');
 
       const failed = await kc.revokeKey(lost.id, CLI_ACTOR).then(
         () => null,

@@ -32,3 +32,12 @@ export async function bestEffort(unfinished: Unfinished, part: string, step: () 
 export function reportUnfinished(unfinished: Unfinished): { readonly unfinished?: readonly string[] } {
   return unfinished.length > 0 ? { unfinished: [...unfinished] } : {};
 }
+
+/** The API's response header naming the unfinished parts, comma-separated. */
+export const UNFINISHED_HEADER = 'keygate-unfinished';
+
+/** The CLI's warning line (stderr) for a write done with parts left unfinished; null when whole. */
+export function unfinishedWarning(what: string, unfinished: readonly string[] | undefined): string | null {
+  if (unfinished === undefined || unfinished.length === 0) return null;
+  return `keygate: warning: ${what}, but could not write ${unfinished.join(', ')} (their Redis Cluster slots are unreachable; see docs/operations.md)`;
+}
