@@ -24,7 +24,7 @@ import { keyDigest } from '../src/keys/format.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { managementSchema } from '../src/schema/management.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 const BIN = fileURLToPath(new URL('../bin/keygate', import.meta.url));
@@ -41,6 +41,7 @@ beforeAll(async () => {
   dep = await startCluster(3, ['--cluster-require-full-coverage', 'no']);
   kc = new KeyConsole({ redis: dep.url, revealKey: REVEAL });
   sc = await startTestSidecar(dep.url);
+  await waitTracking(sc); // connected to every master and settled before the first Check
 }, 90_000);
 
 afterAll(async () => {
