@@ -446,3 +446,72 @@ describe('management commands: keys roll, tokens, audit list, console', () => {
     }
   }, 60_000);
 });
+
+describe('conflicting options: refused in every command, exit 2 (a usage error), one line, nothing changed', () => {
+  let key: string;
+  let account: string;
+
+  beforeAll(async () => {
+    account = acct();
+    const kc = new KeyConsole({ redis: db, revealKey: REVEAL });
+    key = (
+      await kc.createKey({
+        account,
+        name: 'rated',
+        models: ['openai/*'],
+        expiresAt: Date.now() + 86_400_000,
+        limit: { amountMicros: 5_000_000, period: 'day' },
+        rates: { requests: { count: 10, per: 'second' }, tokens: { count: 1000, per: 'minute' } },
+      })
+    ).id;
+    await kc.setAccountRates(account, { requests: { count: 100, per: 'second' }, tokens: { count: 100_000, per: 'minute' } });
+    await kc.events.setWalletLow(account, 10_000_000);
+  });
+
+  const pairs: Array<[string, () => string[], RegExp]> = [
+    ['keys update --rate with --no-rate', () => ['keys', 'update', key, '--rate', '5/s', '--no-rate'], /'--rate <N\/UNIT>' cannot be used with option '--no-rate'/],
+    ['keys update --no-rate with --rate', () => ['keys', 'update', key, '--no-rate', '--rate', '5/s'], /cannot be used with/],
+    ['keys update --token-rate with --no-token-rate', () => ['keys', 'update', key, '--token-rate', '100/m', '--no-token-rate'], /'--token-rate <N\/UNIT>' cannot be used with option '--no-token-rate'/],
+    ['keys update --no-token-rate with --token-rate', () => ['keys', 'update', key, '--no-token-rate', '--token-rate', '100/m'], /cannot be used with/],
+    ['keys update --limit with --no-limit', () => ['keys', 'update', key, '--limit', '5', '--no-limit'], /'--limit <amount>' cannot be used with option '--no-limit'/],
+    ['keys update --no-limit with --limit and a period', () => ['keys', 'update', key, '--no-limit', '--limit', '5', '--limit-period', 'week'], /cannot be used with|--no-limit/],
+    ['keys update --models with --all-models', () => ['keys', 'update', key, '--models', 'anthropic/*', '--all-models'], /cannot be used with/],
+    ['keys update --expires with --no-expiry', () => ['keys', 'update', key, '--expires', '2099-01-01', '--no-expiry'], /cannot be used with/],
+    ['keys update --rate twice, two values', () => ['keys', 'update', key, '--rate', '5/s', '--rate', '6/s'], /'--rate <N\/UNIT>' given more than once with different values/],
+    ['keys update --name twice, two values', () => ['keys', 'update', key, '--name', 'a', '--name', 'b'], /given more than once/],
+    ['keys create --token-rate twice, two values', () => ['keys', 'create', '--account', account, '--name', 'x', '--token-rate', '1/s', '--token-rate', '2/s'], /given more than once/],
+    ['accounts limit --rate with --no-rate', () => ['accounts', 'limit', account, '--rate', '5/s', '--no-rate'], /'--rate <N\/UNIT>' cannot be used with option '--no-rate'/],
+    ['accounts limit --no-rate with --rate', () => ['accounts', 'limit', account, '--no-rate', '--rate', '5/s'], /cannot be used with/],
+    ['accounts limit --token-rate with --no-token-rate', () => ['accounts', 'limit', account, '--token-rate', '5/s', '--no-token-rate'], /cannot be used with/],
+    ['accounts limit --no-token-rate with --token-rate', () => ['accounts', 'limit', account, '--no-token-rate', '--token-rate', '5/s'], /cannot be used with/],
+    ['accounts alert --wallet-low with --no-wallet-low', () => ['accounts', 'alert', account, '--wallet-low', '3.00', '--no-wallet-low'], /'--wallet-low <amount>' cannot be used with option '--no-wallet-low'/],
+    ['webhooks create --account with --all-accounts', () => ['webhooks', 'create', '--url', 'https://93.184.216.34/k', '--account', account, '--all-accounts'], /cannot be used with/],
+    ['tokens create --account with --all-accounts', () => ['tokens', 'create', '--name', 't', '--account', account, '--all-accounts'], /cannot be used with/],
+  ];
+
+  it(`${pairs.length} pairs`, async () => {
+    const before = await snapshot(db);
+    const results: Array<[string, Result, RegExp]> = [];
+    for (let i = 0; i < pairs.length; i += 4) {
+      const batch = pairs.slice(i, i + 4);
+      const rs = await Promise.all(batch.map(([, args]) => keygate(args())));
+      batch.forEach(([name, , msg], j) => results.push([name, rs[j]!, msg]));
+    }
+    for (const [name, r, msg] of results) {
+      expect(r.code, `${name}: exit status (${r.stdout})`).toBe(2);
+      const lines = r.stderr.split('\n').filter((l) => l !== '');
+      expect(lines, name).toHaveLength(1);
+      expect(lines[0], name).toMatch(msg);
+      expect(r.stdout, `${name}: stdout`).toBe('');
+    }
+    expect(await snapshot(db)).toEqual(before);
+  }, 120_000);
+
+  it('an option given twice with the same value, and each form alone, still work', async () => {
+    ok(await keygate(['keys', 'update', key, '--rate', '7/s', '--rate', '7/s']));
+    ok(await keygate(['keys', 'update', key, '--no-token-rate']));
+    const shown = JSON.parse(ok(await keygate(['keys', 'show', key, '--json'])).stdout);
+    expect({ rate: shown.rate, token_rate: shown.token_rate }).toEqual({ rate: { requests: 7, per: 'second' }, token_rate: null });
+    ok(await keygate(['accounts', 'limit', account, '--no-rate', '--token-rate', '9/m']));
+  }, 60_000);
+});

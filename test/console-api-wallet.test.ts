@@ -171,6 +171,23 @@ describe('usage records', () => {
     expect(page.body.more).toBe(true);
     expect(page.body.entries.map((e: any) => e.request_id)).toEqual(['page-0', 'page-1']);
   });
+
+  it("the usage export's owner scope: an account-scoped token reads its own account's entries, never another's (with or without ?account=)", async () => {
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const other = acct();
+    const mine = await call('POST', `/v1/accounts/${ACCT}/keys`, { name: 'scope-mine' });
+    const theirs = await call('POST', `/v1/accounts/${other}/keys`, { name: 'scope-theirs' });
+    await call('POST', '/v1/usage', { key_id: mine.body.id, amount_micros: 1, request_id: 'scope-mine' });
+    await call('POST', '/v1/usage', { key_id: theirs.body.id, amount_micros: 1, request_id: 'scope-theirs' });
+    const own = await call('GET', `/v1/usage?since=${since}&limit=1000`, undefined, owner);
+    expect(own.status).toBe(200);
+    expect(new Set(own.body.entries.map((e: any) => e.account))).toEqual(new Set([ACCT]));
+    expect(own.body.entries.map((e: any) => e.request_id)).toContain('scope-mine');
+    expect(errOf(await call('GET', `/v1/usage?since=${since}&account=${other}`, undefined, owner))).toEqual([404, 'NOT_FOUND']);
+    // the operator reads both
+    const all = (await call('GET', `/v1/usage?since=${since}&limit=1000`)).body.entries.map((e: any) => e.request_id);
+    expect(all).toEqual(expect.arrayContaining(['scope-mine', 'scope-theirs']));
+  });
 });
 
 describe('key spend limits', () => {

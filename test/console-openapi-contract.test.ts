@@ -33,7 +33,8 @@ const UNKNOWN_EVENT = 'evt_1_1_00000000';
 /** A model without a price (a new one each time: a PUT probe prices the one it names). */
 const unknownModel = () => `no-such-model-${randomBytes(4).toString('hex')}`;
 /** A webhook URL the server takes without resolving it (public host; delivery never runs here). */
-const HOOK_URL = 'https://hooks.example.com/keygate';
+// a public literal: a name is resolved at creation, and this machine may have no DNS (example.com's documentation address)
+const HOOK_URL = 'https://93.184.216.34/keygate';
 
 interface Op {
   readonly method: string;

@@ -35,7 +35,7 @@ afterAll(async () => {
 
 it('a Check touches no events or webhook record, whatever the account has set up', async () => {
   const a = `hot-${randomBytes(4).toString('hex')}`;
-  const store = new WebhookStore(kc!.redis, 'kg', REVEAL);
+  const store = new WebhookStore(kc!.redis, 'kg', REVEAL, async () => [{ address: '93.184.216.34', family: 4 }]); // hooks.example.com, public (no DNS here)
   await store.create({ url: 'https://hooks.example.com/k', account: a }, false);
   await store.create({ url: 'https://hooks.example.com/all', account: null }, false);
   await kc!.creditAccount(a, 20_000_000, 'c1', CLI_ACTOR); // wallet.credited, undelivered

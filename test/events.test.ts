@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
+import { keyDigest } from '../src/keys/format.ts';
 import { KeyConsole } from '../src/console/index.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';
@@ -338,6 +339,32 @@ describe('management routes', () => {
     expect({ requests: over.body.rate.requests, per: over.body.rate.per }).toEqual(owned.rate);
     expect({ tokens: over.body.token_rate.tokens, per: over.body.token_rate.per }).toEqual(owned.token_rate);
     expect(over.body.token_rate.used).toBe(owned.rate_use.tokens.used);
+  });
+
+  it('GET /v1/key: an expired key is 401, not 200 (key records have no time to live: the route checks the instant)', async () => {
+    const k = await mc().createKey({ account: acct(), name: 'brief', models: null, expiresAt: Date.now() + 1200, limit: null }, CLI_ACTOR);
+    expect((await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': k.key } })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1300));
+    expect(await mc().redis.exists(mc().schema.keyRecord(keyDigest(k.key)))).toBe(1); // the record is still there
+    const res = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': k.key } });
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('UNAUTHENTICATED');
+  });
+
+  it("GET /v1/key: remaining_micros is the limit less this period's spend, not the spend of earlier periods", async () => {
+    const a = acct();
+    const k = await mc().createKey({ account: a, name: 'daily', models: null, expiresAt: null, limit: { amountMicros: 5000, period: 'day' } }, CLI_ACTOR);
+    await mc().recordUsage({ keyId: k.id, amountMicros: 1200, requestId: 'yesterday' });
+    // that spend was yesterday's: its period's start moved one day back
+    const spendKey = mc().schema.keySpend(a, k.id);
+    const dayStart = Number(await mc().redis.hget(spendKey, 'day_start'));
+    expect(dayStart).toBeGreaterThan(0);
+    await mc().redis.hset(spendKey, 'day_start', String(dayStart - 86_400_000));
+    await mc().recordUsage({ keyId: k.id, amountMicros: 300, requestId: 'today' });
+    const res = await callApi(base, 'GET', '/v1/key', { headers: { 'x-api-key': k.key } });
+    expect(res.status).toBe(200);
+    expect(res.body.limit).toEqual({ amount_micros: 5000, period: 'day', remaining_micros: 4700 });
+    expect((await mc().getKeyView(k.id)).usage.spend).toEqual({ period: 'day', periodMicros: 300, totalMicros: 1500 });
   });
 
   it('GET /v1/key is rate-limited per client address (60 a minute): a 429 with retry-after, not a 401', async () => {

@@ -114,6 +114,32 @@ describe('a key limited to 5/s', () => {
     expect(http.headers['x-ratelimit-remaining-requests']).toBe('2');
   });
 
+  it('a token-rate key carries x-ratelimit-*-tokens from its very first allowed request (gRPC and HTTP): the limit from its record, a window not read yet whole', async () => {
+    const onlyTokens = await kc.createKey({ account: acct(), name: 'tok', rates: { tokens: rate('1000/h', 'tokens') } });
+    const first = await a.client.check(chatRequest(onlyTokens.key));
+    expect(outcomeOf(first)).toBe('allow');
+    const h = responseHeadersToAdd(first);
+    expect(h['x-ratelimit-limit-tokens']).toBe('1000');
+    expect(h['x-ratelimit-remaining-tokens']).toBe('1000');
+    expect(h['x-ratelimit-reset-tokens']).toMatch(/^(\d+m)?\d+(\.\d+)?s$|^\d+ms$/);
+    expect(h['x-ratelimit-limit-requests']).toBeUndefined();
+    const both = await kc.createKey({ account: acct(), name: 'both', rates: { requests: rate('5/s'), tokens: rate('2000/h', 'tokens') } });
+    const http = await send(b.sidecar.httpPort, { method: 'POST', path: '/authz/v1/chat/completions', headers: { 'x-api-key': both.key } });
+    expect(http.status).toBe(200);
+    expect(http.headers['x-ratelimit-limit-tokens']).toBe('2000');
+    expect(http.headers['x-ratelimit-remaining-tokens']).toBe('2000');
+    expect(http.headers['x-ratelimit-limit-requests']).toBe('5');
+    // an account's token rate, for a key of its own without rates: the same
+    const account = acct();
+    await kc.setAccountRates(account, { tokens: rate('3000/h', 'tokens') });
+    const plain = await kc.createKey({ account, name: 'plain' });
+    const viaAccount = responseHeadersToAdd(await a.client.check(chatRequest(plain.key)));
+    expect([viaAccount['x-ratelimit-limit-tokens'], viaAccount['x-ratelimit-remaining-tokens']]).toEqual(['3000', '3000']);
+    // booked tokens show once the window has been read (in the background, at most once a second)
+    await kc.recordUsage({ keyId: onlyTokens.id, amountMicros: 1, requestId: rid(), inputTokens: 300, outputTokens: 100 });
+    await waitFor(async () => responseHeadersToAdd(await a.client.check(chatRequest(onlyTokens.key)))['x-ratelimit-remaining-tokens'] === '600', 'the booked tokens in the header', 5000);
+  });
+
   it('a key without rates has none of them, and its allow is the cached frame', async () => {
     const k = await kc.createKey({ account: acct(), name: 'plain' });
     const res = await a.client.check(chatRequest(k.key));

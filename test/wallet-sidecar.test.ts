@@ -215,6 +215,33 @@ describe('usage counting', () => {
     expect(u.lastUsedAt).toBeLessThanOrEqual(Date.now());
   });
 
+  it("the sidecar writes its counts once a second (USAGE_FLUSH_MS): 4.5 s of requests, at least three separate writes, none 2 s apart", async () => {
+    const account = acct();
+    const k = await kc.createKey({ account, name: 'cadence' });
+    const useKey = s.keyUse(account, k.id);
+    const writes: number[] = [];
+    const mon = await db.monitor();
+    mon.on('monitor', (time: string, args: string[]) => {
+      // the KEY_USE script call itself (MONITOR also shows the commands it runs)
+      if (/^eval/i.test(args[0] ?? '') && args.includes(useKey)) writes.push(Math.round(Number(time) * 1000));
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      const end = Date.now() + 4500;
+      while (Date.now() < end) {
+        expect(outcomeOf(await a.client.check(chatRequest(k.key)))).toBe('allow');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await waitFor(async () => (await kc.getKeyView(k.id)).usage.requests.today > 0, 'a write', 3000);
+    } finally {
+      mon.disconnect();
+    }
+    // a 4 s interval writes at most twice in 4.5 s; one second writes four or five times
+    expect(writes.length, `writes at ${writes.join(', ')}`).toBeGreaterThanOrEqual(3);
+    const gaps = writes.slice(1).map((t, i) => t - writes[i]!);
+    expect(Math.max(...gaps), `gaps ${gaps.join(', ')} ms`).toBeLessThan(2000);
+  }, 20_000);
+
   it('denied requests are not counted', async () => {
     const account = acct();
     const k = await kc.createKey({ account, name: 'denied', limit: { amountMicros: 1, period: 'day' } });

@@ -26,6 +26,7 @@ import { windowUseWords } from '../core/key-rules.ts';
 import { formatRate, parseRateText, type Rate } from '../schema/rates.ts';
 import type { RatesPatch, RateUse } from '../console/rates.ts';
 import { parseThresholdList, setAlertThresholds } from '../events/publish.ts';
+import { unfinishedWarning } from '../console/best-effort.ts';
 
 export interface Common {
   redis?: string;
@@ -111,6 +112,12 @@ export function out(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
+/** A write done with best-effort parts left unfinished (Cluster with a master down): one warning line on stderr, exit 0. */
+export function warnUnfinished(what: string, unfinished: readonly string[] | undefined): void {
+  const line = unfinishedWarning(what, unfinished);
+  if (line !== null) process.stderr.write(`${line}\n`);
+}
+
 export function json(value: unknown): void {
   out(JSON.stringify(value));
 }
@@ -157,6 +164,7 @@ export function registerConsoleCommands(program: Command): void {
     const rates = rateArgs(o);
     await withConsole(o, async (kc) => {
       const created = await kc.createKey({ account: o.account, name: o.name, models, expiresAt: o.expires, limit, rates }, CLI_ACTOR);
+      warnUnfinished(`created key ${created.id}`, created.unfinished);
       if (o.json) return json({ ...keyJson(await kc.getKeyView(created.id)), key: created.key });
       out(`Created key ${created.id} for account ${created.record.account} (models: ${modelsText(created.record.models)}, expires: ${dateText(created.record.expiresAt, 'never')}).`);
       out(`Store it now; \`keygate keys reveal ${created.id}\` shows it again:`);
@@ -275,6 +283,7 @@ export function registerConsoleCommands(program: Command): void {
     async (keyId: string, o: Common) => {
       await withConsole(o, async (kc) => {
         const r = await kc.revokeKey(keyId, CLI_ACTOR);
+        warnUnfinished(`revoked key ${r.id}`, r.unfinished);
         if (o.json) return json({ id: r.id, account: r.account, status: 'revoked', already_revoked: r.alreadyRevoked });
         out(r.alreadyRevoked ? `Key ${r.id} was already revoked.` : `Revoked key ${r.id}.`);
       });
@@ -350,6 +359,7 @@ export function registerConsoleCommands(program: Command): void {
           process.stderr.write(`keygate: warning: account ${account} has no keys; check the account id (disabled anyway)\n`);
         }
         const r = await kc.setAccountStatus(account, verb === 'disable' ? 'disabled' : 'active', CLI_ACTOR);
+        warnUnfinished(`${verb}d account ${r.account}`, r.unfinished);
         if (o.json) return json({ account: r.account, status: r.status, changed: r.changed });
         const word = verb === 'disable' ? 'disabled' : 'enabled';
         out(r.changed ? `Account ${r.account} ${word}.` : `Account ${r.account} was already ${word}.`);

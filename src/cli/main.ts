@@ -13,6 +13,7 @@ import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
 import { registerMemberCommands } from './member-commands.ts';
 import { stopOnSignals } from './signals.ts';
+import { refuseConflictingOptions } from './option-conflicts.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
 const DEV_PORTS = { redisPort: 6380, grpcPort: 9001, httpPort: 9002, adminPort: 9003, gatewayPort: 8080, consolePort: 9004 } as const;
@@ -147,7 +148,7 @@ export function buildProgram(): Command {
   registerEventCommands(program);
   registerPriceCommands(program);
   registerMemberCommands(program);
-  return program;
+  return refuseConflictingOptions(program);
 }
 
 /** One line on stderr for any error we expect a user to fix. */

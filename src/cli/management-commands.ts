@@ -11,7 +11,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { ConsoleError } from '../console/errors.ts';
 import { CLI_ACTOR } from '../console/management.ts';
 import { stopOnSignals } from './signals.ts';
-import { common, json, out, recordJson, table, withConsole, type Common } from './console-commands.ts';
+import { common, json, out, recordJson, table, warnUnfinished, withConsole, type Common } from './console-commands.ts';
 
 function intArg(name: string, max: number) {
   return (v: string) => {
@@ -53,6 +53,7 @@ export function registerManagementCommands(program: Command): void {
   ).action(async (keyId: string, o: Common & { grace?: number; name?: string }) => {
     await withConsole(o, async (mc) => {
       const r = await mc.rollKey(keyId, { graceSeconds: o.grace ?? 0, name: o.name ?? null }, CLI_ACTOR);
+      warnUnfinished(`rolled key ${keyId} to ${r.id}`, r.unfinished);
       if (o.json) return json({ ...recordJson(r.record), key: r.key, rolled_from: keyId, old: { ...recordJson(r.old), rolled_to: r.id } });
       out(`Rolled key ${keyId} to ${r.id}; the old key ${o.grace ? `expires at ${iso(r.old.expiresAt)}` : 'is revoked'}.`);
       out(`Store it now; \`keygate keys reveal ${r.id}\` shows it again:`);

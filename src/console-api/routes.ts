@@ -22,6 +22,7 @@ import { ApiError } from './errors.ts';
 import { recordCreator } from './roles.ts';
 import { setAlertThresholds } from '../events/publish.ts';
 import * as S from './schemas.ts';
+import { UNFINISHED_HEADER } from '../console/best-effort.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -166,6 +167,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         async () => {
           const created = await mc.createKey(input, p.actor);
           await recordCreator(mc, req, account, created.id); // a developer manages the keys they created (roles.ts)
+          if (created.unfinished) reply.header(UNFINISHED_HEADER, created.unfinished.join(', '));
           return { keyId: created.id, answer: { ...keyJson(await mc.getKeyView(created.id)), key: created.key } };
         },
         async (keyId) => {
@@ -243,9 +245,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
   r.post(
     '/v1/keys/:id/revoke',
     { schema: { tags: ['keys'], operationId: 'revokeKey', summary: 'Revoke a key (cannot be undone)', security: SECURITY, params: S.KeyParams, response: { 200: S.Key, ...changeErrors(400, 404) } } },
-    async (req) => {
+    async (req, reply) => {
       await visibleKey(req, req.params.id);
-      await mc.revokeKey(req.params.id, principal(req).actor);
+      const revoked = await mc.revokeKey(req.params.id, principal(req).actor);
+      if (revoked.unfinished) reply.header(UNFINISHED_HEADER, revoked.unfinished.join(', '));
       return keyJson(await mc.getKeyView(req.params.id));
     },
   );
@@ -276,6 +279,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         async () => {
           const rolled = await mc.rollKey(oldId, { graceSeconds: req.body.grace_seconds ?? 0, name: req.body.name ?? null }, principal(req).actor);
           await recordCreator(mc, req, rolled.old.account, rolled.id, oldId);
+          if (rolled.unfinished) reply.header(UNFINISHED_HEADER, rolled.unfinished.join(', '));
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },
@@ -330,9 +334,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
           response: { 200: S.Account, ...changeErrors(400, 403) },
         },
       },
-      async (req) => {
+      async (req, reply) => {
         const p = requireAllAccounts(req, `${verb} an account`);
-        await mc.setAccountStatus(req.params.account, verb === 'disable' ? 'disabled' : 'active', p.actor);
+        const set = await mc.setAccountStatus(req.params.account, verb === 'disable' ? 'disabled' : 'active', p.actor);
+        if (set.unfinished) reply.header(UNFINISHED_HEADER, set.unfinished.join(', '));
         return accountView(req.params.account);
       },
     );

@@ -10,6 +10,7 @@ import type { Rates } from '../schema/rates.ts';
 import { ConsoleError } from './errors.ts';
 import type { ConsoleContext } from './context.ts';
 import { appendAudit, audit, auditWrite, type Actor } from './management.ts';
+import { bestEffort, reportUnfinished, type Unfinished } from './best-effort.ts';
 import { rateChanges, validateRatesPatch, type RatesPatch, type RatesUse } from './rates.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId } from './validate.ts';
@@ -35,6 +36,8 @@ export interface AccountResult {
   readonly status: AccountStatus;
   /** False when the account already had this status. */
   readonly changed: boolean;
+  /** Best-effort parts that could not be written (src/console/best-effort.ts); absent when whole. */
+  readonly unfinished?: readonly string[];
 }
 
 /**
@@ -52,9 +55,12 @@ export async function setAccountStatus(ctx: ConsoleContext, account: string, sta
   }
   const prev = String(await ctx.redis.eval(lua.SET_ACCOUNT_STATUS, keys.length, ...keys, ...args));
   const changed = prev !== status;
-  if (ctx.isCluster && write && (prev || 'active') !== status) await appendAudit(ctx.redis, true, write.lists(account), write.event(account, null, { status }));
-  if (changed) await ctx.events.publish(account, status === 'disabled' ? 'account.disabled' : 'account.enabled', { account_id: account, status });
-  return { account, status, changed };
+  // The account record is the write (a Check reads it); its audit entry (Cluster) and event follow, best-effort.
+  const unfinished: Unfinished = [];
+  if (ctx.isCluster && write && (prev || 'active') !== status) await bestEffort(unfinished, 'audit log', () => appendAudit(ctx.redis, true, write.lists(account), write.event(account, null, { status })));
+  const type = status === 'disabled' ? 'account.disabled' : 'account.enabled';
+  if (changed) await bestEffort(unfinished, `${type} event`, () => ctx.events.publish(account, type, { account_id: account, status }));
+  return { account, status, changed, ...reportUnfinished(unfinished) };
 }
 
 /** The account's status (a missing account record is an enabled account). */

@@ -13,9 +13,11 @@ import { BASE62, generateKey, keyDigest, maskKey } from '../keys/format.ts';
 import { encodeKeyRecord, encodeModels, KeyField, parseKeyRecord, SCHEMA_VERSION, type KeyRecord } from '../schema/redis-schema.ts';
 import { encodeRateFields } from '../schema/rates.ts';
 import type { KeyLimit } from '../schema/money.ts';
-import { ConsoleError } from './errors.ts';
+import { ConsoleError, isStoreOutage } from './errors.ts';
 import type { ConsoleContext } from './context.ts';
 import { appendAudit, audit, auditWrite, type Actor, type AuditWrite } from './management.ts';
+import { bestEffort, reportUnfinished, type Unfinished } from './best-effort.ts';
+import { keyData } from '../events/publish.ts';
 import { rateChanges, rateOps, validateRatesPatch, type RatesPatch, type RatesUse } from './rates.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId, validateExpiry, validateKeyId, validateModels, validateName } from './validate.ts';
@@ -56,6 +58,8 @@ export interface CreatedKey {
   /** The plaintext key. Shown once; revealKey can show it again. */
   readonly key: string;
   readonly record: ManagedKey;
+  /** Best-effort parts that could not be written (src/console/best-effort.ts); absent when whole. */
+  readonly unfinished?: readonly string[];
 }
 
 /** Fields to change; a field left out is untouched. `null` models = every model; `null` expiry = never. */
@@ -74,6 +78,8 @@ export interface RevokeResult {
   readonly account: string;
   /** True when the key was already revoked (revoking is idempotent). */
   readonly alreadyRevoked: boolean;
+  /** Best-effort parts that could not be written (src/console/best-effort.ts); absent when whole. */
+  readonly unfinished?: readonly string[];
 }
 
 const KEY_ID_RANDOM_CHARS = 24; // 142.9 bits
@@ -99,7 +105,10 @@ export async function createKey(ctx: ConsoleContext, input: CreateKeyInput, acto
   const s = ctx.schema;
   const write = auditWrite(ctx, actor, 'create');
 
-  for (let attempt = 0; attempt < 3; attempt++) {
+  // On Cluster a new key whose id index or record falls in an unreachable slot is undone and made
+  // again with another id and key (they are ours to place): up to NEW_KEY_PLACEMENTS tries.
+  let unplaced = 0;
+  for (let attempt = 0; attempt < 3 + unplaced; attempt++) {
     const key = generateKey(ctx.keyPrefix);
     const id = generateKeyId();
     const digest = keyDigest(key);
@@ -121,11 +130,18 @@ export async function createKey(ctx: ConsoleContext, input: CreateKeyInput, acto
       : await evalAudited(ctx, lua.CREATE_ALL, [s.keyRecord(digest), s.keyIdIndex(id), s.accountKeys(account), s.accountActiveKeys(account), ...indexKeys(ctx, account)], [String(ctx.maxActive), id, digest, expiryArg, ...fields], ev);
     if (result !== 'OK' && limit !== null) await ctx.money.dropSpend(account, id);
     if (result === 'EXISTS') continue;
+    if (result === UNPLACED) {
+      if (unplaced + 1 >= NEW_KEY_PLACEMENTS) throw new ConsoleError('CONFLICT', `could not place a new key on a reachable Redis node after ${NEW_KEY_PLACEMENTS} tries; nothing was created`);
+      unplaced++;
+      continue;
+    }
     expectOk(ctx, result, id);
-    if (ctx.isCluster && ev) await auditAfter(ctx, ev);
+    const unfinished: Unfinished = [];
+    if (ctx.isCluster) await bestEffort(unfinished, 'key list index', () => indexRecords(ctx, account, [s.keyRecord(digest)]));
+    if (ctx.isCluster && ev) await bestEffort(unfinished, 'audit log', () => auditAfter(ctx, ev));
     const record = await readRecord(ctx, digest, id);
-    await ctx.events.keyEvent('key.created', record);
-    return { id, key, record };
+    await keyEventAfter(ctx, unfinished, 'key.created', record);
+    return { id, key, record, ...reportUnfinished(unfinished) };
   }
   throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
 }
@@ -185,13 +201,18 @@ export async function rollKey(ctx: ConsoleContext, keyId: string, options: RollO
           ev,
         );
     if (result !== 'OK') await ctx.money.dropSpend(account, id);
-    if (result === 'EXISTS') continue;
+    if (result === 'EXISTS' || result === UNPLACED) continue; // UNPLACED: the new key's slots unreachable (Cluster), claim undone
     if (result === 'ROLLED') throw new ConsoleError('REVOKED', `key ${keyId} was already rolled`);
     expectOk(ctx, result, keyId);
-    if (ctx.isCluster && ev) await auditAfter(ctx, ev);
+    const unfinished: Unfinished = [];
+    if (ctx.isCluster) {
+      if (graceSeconds === 0) await bestEffort(unfinished, 'active-key set', () => ctx.redis.srem(s.accountActiveKeys(account), keyId));
+      await bestEffort(unfinished, 'key list index', () => indexRecords(ctx, account, [s.keyRecord(digest), s.keyRecord(oldDigest)]));
+    }
+    if (ctx.isCluster && ev) await bestEffort(unfinished, 'audit log', () => auditAfter(ctx, ev));
     const [fresh, oldNow] = await Promise.all([readRecord(ctx, digest, id), readRecord(ctx, oldDigest, keyId)]);
-    await ctx.events.keyRolled(oldNow, fresh, graceSeconds);
-    return { id, key, record: fresh, old: oldNow };
+    await bestEffort(unfinished, 'key.rolled event', () => ctx.events.keyRolled(oldNow, fresh, graceSeconds));
+    return { id, key, record: fresh, old: oldNow, ...reportUnfinished(unfinished) };
   }
   throw new ConsoleError('CONFLICT', 'could not allocate a unique key id and key after 3 attempts');
 }
@@ -205,13 +226,16 @@ async function rollStepwise(ctx: ConsoleContext, oldRec: string, keyId: string, 
     await evalAudited(ctx, lua.ROLL_UNCLAIM, [oldRec], [id]);
     return created;
   }
-  const finished = await evalAudited(ctx, lua.ROLL_FINISH, [oldRec], [keyId, id, String(graceMs)]);
-  if (graceMs === 0) await ctx.redis.srem(ctx.schema.accountActiveKeys(account), keyId);
-  await indexRecords(ctx, account, [oldRec]);
-  return finished;
+  // the old key's active-set entry and the list index after it, best-effort (the caller's)
+  return evalAudited(ctx, lua.ROLL_FINISH, [oldRec], [keyId, id, String(graceMs)]);
 }
 
 /** Cluster: indexes first (each a single-slot write), the key record last; undo the indexes on a collision. */
+/** createStepwise's answer when the new key's own slots were unreachable (undone: place it again). */
+const UNPLACED = 'UNPLACED';
+/** How many ids and keys a Cluster create tries before it gives up on unreachable slots. */
+const NEW_KEY_PLACEMENTS = 12;
+
 async function createStepwise(ctx: ConsoleContext, account: string, id: string, digest: string, expiryArg: string, fields: string[], replacing = ''): Promise<string> {
   const s = ctx.schema;
   const redis = ctx.redis;
@@ -222,17 +246,32 @@ async function createStepwise(ctx: ConsoleContext, account: string, id: string, 
     await redis.srem(s.accountKeys(account), id);
   };
   await redis.sadd(s.accountKeys(account), id);
-  if ((await redis.set(s.keyIdIndex(id), digest, 'NX')) === null) {
+  // The new key's own slots (id index, record) may be unreachable where the account's are not:
+  // undone, and the caller places the key again under another id (UNPLACED).
+  let indexed: string | null;
+  try {
+    indexed = await redis.set(s.keyIdIndex(id), digest, 'NX');
+  } catch (err) {
+    if (!isStoreOutage(err)) throw err;
+    await undo();
+    return UNPLACED;
+  }
+  if (indexed === null) {
     await undo();
     return 'EXISTS';
   }
-  const result = await evalAudited(ctx, lua.CREATE_RECORD, [s.keyRecord(digest)], [expiryArg, ...fields]);
+  let result: string;
+  try {
+    result = await evalAudited(ctx, lua.CREATE_RECORD, [s.keyRecord(digest)], [expiryArg, ...fields]);
+  } catch (err) {
+    if (!isStoreOutage(err)) throw err;
+    result = UNPLACED;
+  }
   if (result !== 'OK') {
     await redis.del(s.keyIdIndex(id));
     await undo();
-  } else {
-    await indexRecords(ctx, account, [s.keyRecord(digest)]);
   }
+  // the list index after it, best-effort (the caller's)
   return result;
 }
 
@@ -376,20 +415,23 @@ export async function revokeKey(ctx: ConsoleContext, keyId: string, actor?: Acto
   let result: string;
   const write = auditWrite(ctx, actor, 'revoke');
   const ev = write && { audit: write, account, keyId, changes: { status: 'revoked' } };
+  // The revoke is the key record's (its one essential write: a Check refuses the key from then on);
+  // on Cluster the rest follows it best-effort, reported in `unfinished`, never failing a done revoke.
+  const unfinished: Unfinished = [];
   if (ctx.isCluster) {
     result = await evalAudited(ctx, lua.REVOKE_RECORD_ONLY, [s.keyRecord(digest)], [keyId]);
     if (result === 'OK' || result === 'ALREADY') {
-      await ctx.redis.srem(s.accountActiveKeys(account), keyId);
-      await indexRecords(ctx, account, [s.keyRecord(digest)]);
+      await bestEffort(unfinished, 'active-key set', () => ctx.redis.srem(s.accountActiveKeys(account), keyId));
+      await bestEffort(unfinished, 'key list index', () => indexRecords(ctx, account, [s.keyRecord(digest)]));
     }
-    if (result === 'OK' && ev) await auditAfter(ctx, ev);
+    if (result === 'OK' && ev) await bestEffort(unfinished, 'audit log', () => auditAfter(ctx, ev));
   } else {
     result = await evalAudited(ctx, lua.REVOKE_ALL, [s.keyRecord(digest), s.accountActiveKeys(account), ...indexKeys(ctx, account)], [keyId, account], ev);
   }
-  if (result === 'ALREADY') return { id: keyId, account, alreadyRevoked: true };
+  if (result === 'ALREADY') return { id: keyId, account, alreadyRevoked: true, ...reportUnfinished(unfinished) };
   expectOk(ctx, result, keyId);
-  await ctx.events.keyEvent('key.revoked', await readRecord(ctx, digest, keyId));
-  return { id: keyId, account, alreadyRevoked: false };
+  await keyEventAfter(ctx, unfinished, 'key.revoked', await readRecord(ctx, digest, keyId));
+  return { id: keyId, account, alreadyRevoked: false, ...reportUnfinished(unfinished) };
 }
 
 /** One key with its usage (last used, requests today and this month, spend, limit), rate windows and roll relations. */
@@ -471,6 +513,13 @@ async function evalAudited(ctx: ConsoleContext, script: string, keys: string[], 
   }
   const r = await ctx.redis.eval(script, keys.length, ...keys, ...args);
   return String(r);
+}
+
+/** A key's event and its expiry tracking after the change, each best-effort (`{wh}` and the account's stream may be elsewhere). */
+async function keyEventAfter(ctx: ConsoleContext, unfinished: Unfinished, type: 'key.created' | 'key.revoked', r: ManagedKey): Promise<void> {
+  await bestEffort(unfinished, `${type} event`, () => ctx.events.publish(r.account, type, keyData(r)));
+  // a key without an expiry is not tracked (the update that took its expiry away took it out)
+  if (r.expiresAt !== null) await bestEffort(unfinished, 'expiry tracking', () => ctx.events.trackExpiry(r));
 }
 
 /** Cluster: the audit event right after the change, one list at a time (they are in other slots). */

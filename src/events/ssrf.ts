@@ -16,16 +16,55 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 
 export class DestinationError extends Error {}
 
+/**
+ * Every entry of the IANA IPv4 Special-Purpose Address Registry (also those marked globally
+ * reachable: an anycast relay or AS112 sink is no webhook receiver), plus multicast.
+ */
+const V4_SPECIAL: readonly (readonly [string, number])[] = [
+  ['0.0.0.0', 8], // "this network" (RFC 791)
+  ['10.0.0.0', 8], // private-use (RFC 1918)
+  ['100.64.0.0', 10], // shared address space, CGNAT (RFC 6598)
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local, cloud metadata 169.254.169.254
+  ['172.16.0.0', 12], // private-use
+  ['192.0.0.0', 24], // IETF protocol assignments (DS-Lite, PCP/TURN anycast, NAT64 discovery .170/.171)
+  ['192.0.2.0', 24], // documentation TEST-NET-1
+  ['192.31.196.0', 24], // AS112-v4
+  ['192.52.193.0', 24], // AMT
+  ['192.88.99.0', 24], // deprecated 6to4 relay anycast
+  ['192.168.0.0', 16], // private-use
+  ['192.175.48.0', 24], // direct delegation AS112
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation TEST-NET-2
+  ['203.0.113.0', 24], // documentation TEST-NET-3
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, and the limited broadcast 255.255.255.255
+];
+/**
+ * The IANA IPv6 Special-Purpose Address Registry's ranges that carry no IPv4 address the check can
+ * read (those that do — IPv4-mapped, -compatible, -translated, NAT64 64:ff9b::/96, 6to4 — are decided
+ * by the v4 inside). Anything outside global unicast 2000::/3 is refused besides (see below), so the
+ * entries outside it are listed for the record.
+ */
+const V6_SPECIAL: readonly (readonly [string, number])[] = [
+  ['::', 128], // unspecified
+  ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // local-use IPv4/IPv6 translation (RFC 8215): a site NAT64, whatever it embeds
+  ['100::', 64], // discard-only
+  ['100:0:0:1::', 64], // dummy IPv6 prefix (RFC 9780)
+  ['2001::', 23], // IETF protocol assignments: Teredo 2001::/32 (whatever client it embeds), ORCHID, AMT, AS112, …
+  ['2001:db8::', 32], // documentation
+  ['2620:4f:8000::', 48], // direct delegation AS112
+  ['3fff::', 20], // documentation (RFC 9637)
+  ['5f00::', 16], // segment routing SIDs (RFC 9602)
+  ['fc00::', 7], // unique-local (incl. the EC2 metadata fd00:ec2::254)
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated)
+  ['ff00::', 8], // multicast
+];
 const blocked = new BlockList();
-for (const [net, bits] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24],
-  ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['100::', 64], ['2001:db8::', 32], ['2001::', 23],
-  ['fd00:ec2::254', 128],
-] as const) blocked.addSubnet(net, bits, 'ipv6');
+for (const [net, bits] of V4_SPECIAL) blocked.addSubnet(net, bits, 'ipv4');
+for (const [net, bits] of V6_SPECIAL) blocked.addSubnet(net, bits, 'ipv6');
 
 const METADATA_NAMES = new Set(['metadata', 'metadata.google.internal', 'metadata.goog', 'instance-data', 'instance-data.ec2.internal']);
 
@@ -50,6 +89,16 @@ function hextets(addr: string): number[] | null {
   return all.length === 8 && all.every((n) => Number.isInteger(n) && n >= 0 && n <= 0xffff) ? all : null;
 }
 
+/** The IPv4 address an IPv6 address carries where the v4 decides the destination, else null. */
+function embeddedV4(h: readonly number[]): string | null {
+  const zero = (from: number, to: number) => h.slice(from, to).every((x) => x === 0);
+  if (zero(0, 5) && (h[5] === 0xffff || h[5] === 0)) return v4FromHextets(h[6]!, h[7]!); // ::ffff:a.b.c.d mapped, ::a.b.c.d compatible
+  if (zero(0, 4) && h[4] === 0xffff && h[5] === 0) return v4FromHextets(h[6]!, h[7]!); // ::ffff:0:a.b.c.d translated (SIIT, RFC 2765)
+  if (h[0] === 0x64 && h[1] === 0xff9b && zero(2, 6)) return v4FromHextets(h[6]!, h[7]!); // NAT64 well-known 64:ff9b::/96 (RFC 6052)
+  if (h[0] === 0x2002) return v4FromHextets(h[1]!, h[2]!); // 6to4 2002:V4HI:V4LO::/48 (RFC 3056)
+  return null;
+}
+
 /** True when the address (v4 or v6 text) is not a public destination. */
 export function isPrivateAddress(address: string): boolean {
   const fam = isIP(address);
@@ -57,14 +106,11 @@ export function isPrivateAddress(address: string): boolean {
   if (fam !== 6) return true; // not an address: refuse
   const h = hextets(address);
   if (!h) return true;
-  // IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96: the v4 inside decides
-  const zero5 = h.slice(0, 5).every((x) => x === 0);
-  if ((zero5 && (h[5] === 0xffff || h[5] === 0)) || (h[0] === 0 && h[1] === 0 && h[2] === 0 && h[3] === 0 && h[4] === 0xffff && h[5] === 0) || (h[0] === 0x64 && h[1] === 0xff9b && h.slice(2, 6).every((x) => x === 0))) {
-    if (zero5 && h[5] === 0 && h[6] === 0 && h[7]! <= 1) return true; // :: and ::1
-    return isPrivateAddress(v4FromHextets(h[6]!, h[7]!));
-  }
-  if (h[0] === 0x2002) return isPrivateAddress(v4FromHextets(h[1]!, h[2]!)); // 6to4
-  return blocked.check(address, 'ipv6');
+  if (h.slice(0, 7).every((x) => x === 0) && h[7]! <= 1) return true; // :: and ::1
+  const v4 = embeddedV4(h);
+  if (v4 !== null) return isPrivateAddress(v4);
+  if ((h[0]! & 0xe000) !== 0x2000) return true; // outside global unicast 2000::/3: reserved by the IETF, or one of the ranges above
+  return blocked.check(h.map((x) => x.toString(16)).join(':'), 'ipv6');
 }
 
 export interface CheckedUrl {
@@ -105,18 +151,52 @@ export type Resolver = (host: string) => Promise<readonly ResolvedAddress[]>;
 
 export const systemResolver: Resolver = async (host) => dnsLookup(host, { all: true, verbatim: true });
 
+/** How long a name may take to resolve (at creation and at each delivery attempt). */
+export const RESOLVE_TIMEOUT_MS = 5000;
+
+/** The name's addresses within `timeoutMs`; a name that does not resolve is refused in its own words. */
+async function resolveBounded(host: string, resolve: Resolver, timeoutMs: number): Promise<readonly ResolvedAddress[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DestinationError(`the host name ${host} did not resolve within ${timeoutMs / 1000} s`)), timeoutMs);
+  });
+  try {
+    const all = await Promise.race([resolve(host), late]);
+    if (all.length === 0) throw new DestinationError(`the host name ${host} does not resolve (no address)`);
+    return all;
+  } catch (err) {
+    if (err instanceof DestinationError) throw err;
+    const code = (err as { code?: unknown }).code;
+    throw new DestinationError(
+      code === 'EAI_AGAIN' ? `the host name ${host} could not be resolved now (temporary DNS failure): try again` : `the host name ${host} does not resolve${typeof code === 'string' ? ` (${code})` : ''}`,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * The address to connect to: the literal, or the first address of the name — every address the name
  * resolves to must be public (one private answer refuses the URL).
  */
-export async function resolveDestination(host: string, allowPrivate: boolean, resolve: Resolver): Promise<ResolvedAddress> {
+export async function resolveDestination(host: string, allowPrivate: boolean, resolve: Resolver, timeoutMs = RESOLVE_TIMEOUT_MS): Promise<ResolvedAddress> {
   const fam = isIP(host);
   if (fam !== 0) {
     if (!allowPrivate && isPrivateAddress(host)) throw new DestinationError('the destination address is not public');
     return { address: host, family: fam };
   }
-  const all = await resolve(host);
-  if (all.length === 0) throw new DestinationError('the host name has no address');
-  if (!allowPrivate && all.some((a) => isPrivateAddress(a.address))) throw new DestinationError('the host name resolves to a loopback, private or link-local address');
+  const all = await resolveBounded(host, resolve, timeoutMs);
+  if (!allowPrivate && all.some((a) => isPrivateAddress(a.address))) throw new DestinationError(`the host name ${host} resolves to a loopback, private, link-local or otherwise special-purpose address (allowed only with KEYGATE_WEBHOOK_ALLOW_PRIVATE=true)`);
   return all[0]!;
+}
+
+/**
+ * The rule at creation: the URL's form (`checkUrl`), then its name resolved (bounded in time), every
+ * address it resolves to checked. A name that does not resolve is refused (also with private
+ * destinations allowed: a receiver nobody can reach is a typo, not an endpoint).
+ */
+export async function checkDestination(text: string, allowPrivate: boolean, resolve: Resolver = systemResolver, timeoutMs = RESOLVE_TIMEOUT_MS): Promise<CheckedUrl> {
+  const checked = checkUrl(text, allowPrivate);
+  await resolveDestination(checked.host, allowPrivate, resolve, timeoutMs);
+  return checked;
 }

@@ -10,7 +10,7 @@ import { ConsoleError } from '../console/errors.ts';
 import { openSecret, parseKeyring, REVEAL_KEY_ENV, RevealKeyError, sealSecret, type Keyring } from '../keys/crypto.ts';
 import { DEAD_LETTERS_KEPT, ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE, ENDPOINTS_MAX, ENDPOINTS_PER_ACCOUNT_MAX, eventsSchema, type EventsSchema } from '../schema/events.ts';
 import { ACCOUNT_ID_PATTERN } from '../schema/redis-schema.ts';
-import { checkUrl, DestinationError } from './ssrf.ts';
+import { checkDestination, DestinationError, systemResolver, type Resolver } from './ssrf.ts';
 import { EVENT_ID_PATTERN, EVENT_TYPES, type EventJson } from './types.ts';
 
 type RedisClient = Redis | Cluster;
@@ -131,12 +131,15 @@ export class WebhookStore {
   readonly redis: RedisClient;
   readonly s: EventsSchema;
   readonly #revealKey: string | undefined;
+  readonly #resolve: Resolver;
   #ring: Keyring | undefined;
 
-  constructor(redis: RedisClient, namespace: string, revealKey?: string) {
+  /** `resolve`: how a destination's name is resolved at creation (the system resolver unless a test seam). */
+  constructor(redis: RedisClient, namespace: string, revealKey?: string, resolve: Resolver = systemResolver) {
     this.redis = redis;
     this.s = eventsSchema(namespace);
     this.#revealKey = revealKey;
+    this.#resolve = resolve;
   }
 
   #keyring(): Keyring {
@@ -153,7 +156,7 @@ export class WebhookStore {
   async create(input: { url: unknown; account: unknown; events?: unknown }, allowPrivate: boolean): Promise<{ endpoint: Endpoint; secret: string }> {
     let url: string;
     try {
-      url = checkUrl(input.url as string, allowPrivate).url.href;
+      url = (await checkDestination(input.url as string, allowPrivate, this.#resolve)).url.href;
     } catch (err) {
       if (err instanceof DestinationError) throw new ConsoleError('INVALID_INPUT', `url: ${err.message}`);
       throw err;

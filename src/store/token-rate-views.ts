@@ -3,7 +3,9 @@
  * (docs/rate-limits.md). The count changes with every booking, so it is not cached with the gate:
  * each window record is read at most once per `refreshMs` per sidecar, in the background, and the
  * header reports the count as of that read. A decision never waits for it; until the first read
- * answers there is no view (no token headers on that answer).
+ * answers, the window counts as unused: the limit comes from the key's (or account's) record and
+ * the whole of it is reported remaining, so the headers are there from a key's first allowed
+ * request (a window past its limit is refused by the gate's token block, not by this view).
  */
 import { LRUCache } from 'lru-cache';
 import { windowOf, type RateView } from '../core/rate.ts';
@@ -21,8 +23,6 @@ export interface TokenRateViewsOptions {
 interface Entry {
   windowStart: number;
   used: number;
-  /** When the last answer arrived (-Infinity: none yet). */
-  readAt: number;
   /** When the last read was sent (reads are at most one per `refreshMs`, answered or not). */
   sentAt: number;
   reading: boolean;
@@ -43,16 +43,15 @@ export class TokenRateViews {
     this.#entries = new LRUCache({ max: opts.maxEntries ?? 100_000 });
   }
 
-  /** The window's view of a token rate (`rkey`: its `tokrate:` record) as last read, or null before the first read. */
-  view(rkey: string, rate: Rate): RateView | null {
+  /** The window's view of a token rate (`rkey`: its `tokrate:` record) as last read (before the first read: unused). */
+  view(rkey: string, rate: Rate): RateView {
     const now = this.#now();
     let e = this.#entries.get(rkey);
     if (e === undefined) {
-      e = { windowStart: -1, used: 0, readAt: -Infinity, sentAt: -Infinity, reading: false };
+      e = { windowStart: -1, used: 0, sentAt: -Infinity, reading: false };
       this.#entries.set(rkey, e);
     }
     if (!e.reading && now - e.sentAt >= this.#refreshMs) this.#read(rkey, e, now);
-    if (e.readAt === -Infinity) return null;
     const w = windowOf(rate.per, now);
     const used = e.windowStart === w.start ? e.used : 0;
     return { limit: rate.count, remaining: Math.max(0, rate.count - used), resetAt: w.end };
@@ -65,7 +64,6 @@ export class TokenRateViews {
     this.#redis.hmget(rkey, TokenWindowField.start, TokenWindowField.used).then(
       ([w, used]) => {
         e.reading = false;
-        e.readAt = this.#now();
         e.windowStart = typeof w === 'string' && /^\d{1,16}$/.test(w) ? Number(w) : -1;
         e.used = typeof used === 'string' && /^\d{1,16}$/.test(used) ? Number(used) : 0;
       },

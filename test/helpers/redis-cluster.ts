@@ -21,9 +21,10 @@ export interface ClusterDeployment {
 }
 
 /** If anything fails halfway through the setup, every node already started is stopped. */
-export async function startCluster(masters = 3): Promise<ClusterDeployment> {
+/** `extraArgs`: more redis-server arguments for every node (e.g. `--cluster-require-full-coverage no`). */
+export async function startCluster(masters = 3, extraArgs: string[] = []): Promise<ClusterDeployment> {
   const started = await Promise.allSettled(
-    Array.from({ length: masters }, () => startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'])),
+    Array.from({ length: masters }, () => startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', ...extraArgs])),
   );
   const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const probes: Redis[] = [];

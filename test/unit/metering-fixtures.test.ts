@@ -37,6 +37,8 @@ const CASES: Case[] = [
   { file: 'openai-embeddings.json', path: '/v1/embeddings', type: 'application/json', want: { model: 'text-embedding-3-small', input_tokens: 8, output_tokens: 0, estimated: false } },
   { file: 'openai-responses.json', path: '/v1/responses', type: 'application/json', want: { model: 'gpt-4o-2024-08-06', input_tokens: 328, cached_input_tokens: 128, cache_write_tokens: 0, output_tokens: 52, reasoning_tokens: 20, estimated: false } },
   { file: 'openai-responses-stream.sse', path: '/v1/responses', type: 'text/event-stream', want: { model: 'gpt-4o-2024-08-06', input_tokens: 328, cached_input_tokens: 128, output_tokens: 52, reasoning_tokens: 20, estimated: false } },
+  // cut short by max_output_tokens: the stream ends with response.incomplete, whose usage is final (not an estimate of the text)
+  { file: 'openai-responses-stream-incomplete.sse', path: '/v1/responses', type: 'text/event-stream', want: { model: 'gpt-4.1-mini-2025-04-14', input_tokens: 37, cached_input_tokens: 0, output_tokens: 16, reasoning_tokens: 0, estimated: false } },
   { file: 'anthropic-messages.json', path: '/v1/messages', type: 'application/json', want: { model: 'claude-sonnet-4-5-20250929', input_tokens: 2095 + 2051 + 1000, cached_input_tokens: 1000, cache_write_tokens: 2051, output_tokens: 503, reasoning_tokens: 0, estimated: false } },
   { file: 'anthropic-messages-stream.sse', path: '/v1/messages', type: 'text/event-stream', want: { model: 'claude-sonnet-4-5-20250929', input_tokens: 472 + 2048, cached_input_tokens: 2048, cache_write_tokens: 0, output_tokens: 15, reasoning_tokens: 0, estimated: false } },
   {
