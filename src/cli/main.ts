@@ -11,6 +11,7 @@ import { registerConsoleCommands } from './console-commands.ts';
 import { registerManagementCommands } from './management-commands.ts';
 import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
+import { registerCredentialCommands } from './credential-commands.ts';
 import { stopOnSignals } from './signals.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
@@ -101,7 +102,8 @@ export function buildProgram(): Command {
     .option('--gateway-port <n>', `dev gateway port, what curl and the SDKs talk to (default ${DEV_PORTS.gatewayPort})`, intArg('--gateway-port'))
     .option('--console-port <n>', `management API and web page port (default ${DEV_PORTS.consolePort})`, intArg('--console-port'))
     .option('--upstream <url>', 'send allowed requests to this upstream instead of the built-in stub')
-    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string }) => {
+    .option('--upstream-credential-env <var>', "the gateway's own upstream credential, from this environment variable: added where an account has none of its own (docs/credentials.md)")
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; upstreamCredentialEnv?: string }) => {
       const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
       if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
       // Logs go to stderr; stdout carries the banner.
@@ -115,6 +117,7 @@ export function buildProgram(): Command {
         gatewayPort: o.gatewayPort ?? DEV_PORTS.gatewayPort,
         consolePort: o.consolePort ?? DEV_PORTS.consolePort,
         ...(o.upstream ? { upstream: o.upstream } : {}),
+        ...(o.upstreamCredentialEnv !== undefined ? { upstreamCredential: gatewayCredential(o.upstreamCredentialEnv) } : {}),
       };
       let dev;
       try {
@@ -142,7 +145,15 @@ export function buildProgram(): Command {
   registerManagementCommands(program);
   registerEventCommands(program);
   registerPriceCommands(program);
+  registerCredentialCommands(program);
   return program;
+}
+
+/** `keygate dev --upstream-credential-env VAR`: the variable's value (never echoed), or a UsageError. */
+function gatewayCredential(name: string): string {
+  const v = process.env[name]?.trim();
+  if (v === undefined || v === '') throw new UsageError(`--upstream-credential-env: the environment variable ${name.slice(0, 64)} is not set or empty`);
+  return v;
 }
 
 /** One line on stderr for any error we expect a user to fix. */

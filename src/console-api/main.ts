@@ -28,9 +28,9 @@ export interface ConsoleServer {
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
-export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string } = {}): Promise<ConsoleServer> {
+export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string; credentialKey?: string } = {}): Promise<ConsoleServer> {
   // `wallet.enforced` is what the live sidecars publish; this console's own setting only when none has.
-  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
+  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, credentialKey: opts.credentialKey, requireWallet: config.requireWallet });
   let draining = false;
   const ready = () => !draining && mc.redis.status === 'ready';
   let events: EventDelivery | undefined;

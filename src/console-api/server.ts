@@ -23,6 +23,7 @@ import { registerLedgerRoutes } from './ledger-routes.ts';
 import { registerRoutes } from './routes.ts';
 import { isKeySelfRoute, registerEventRoutes } from '../events/routes.ts';
 import { registerPriceRoutes } from './price-routes.ts';
+import { registerCredentialRoutes } from './credential-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
 import { Health } from './schemas.ts';
 
@@ -232,6 +233,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
   registerEventRoutes(app, mc);
   registerLedgerRoutes(app, mc, opts.config.currency ?? 'USD');
   registerPriceRoutes(app, mc);
+  registerCredentialRoutes(app, mc);
   registerUsageRoutes(app, mc);
   registerKeyUsageRoutes(app, mc, opts.config.currency ?? 'USD');
   await app.ready();
