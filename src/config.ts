@@ -9,7 +9,7 @@ import type { Family } from './core/family.ts';
 import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './keys/format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
 import { parseRedisUrl } from './redis-url.ts';
-import { DEFAULT_CREDENTIAL_HEADERS, parseCredentialHeaders, type CredentialHeaders } from './core/upstream-credential.ts';
+import { parseCredentialHeaders } from './core/upstream-credential.ts';
 import { parseCredentialKeyring } from './keys/credential-crypto.ts';
 
 export class ConfigError extends Error {
@@ -81,12 +81,12 @@ const credentialKey = z.string().superRefine((v, ctx) => {
   }
 });
 
-const credentialHeaders = z.string().transform((s, ctx): CredentialHeaders => {
+/** Kept as written (the README shows the default as none); `parseCredentialHeaders` makes the table at start. */
+const credentialHeaders = z.string().superRefine((s, ctx) => {
   try {
-    return parseCredentialHeaders(s);
+    parseCredentialHeaders(s);
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    return z.NEVER;
   }
 });
 
@@ -113,7 +113,7 @@ export const configSchema = z.object({
   requireWallet: bool.default(false),
   /** Accounts' own upstream credentials (docs/credentials.md): the key that opens them ('' = none: never injected). */
   credentialKey: credentialKey.default(''),
-  credentialHeaders: credentialHeaders.default(DEFAULT_CREDENTIAL_HEADERS),
+  credentialHeaders: credentialHeaders.default(''),
   requireOwnCredential: bool.default(false),
   countUsage: bool.default(true),
   meter: bool.default(true),

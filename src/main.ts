@@ -10,6 +10,7 @@ import type { Config } from './config.ts';
 import { closeAll, shutdownSequence } from './lifecycle.ts';
 import { decisionPhases } from './pipeline/index.ts';
 import { parseCredentialKeyring } from './keys/credential-crypto.ts';
+import { parseCredentialHeaders } from './core/upstream-credential.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
@@ -118,7 +119,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
         rates: { limiter, tokenViews, keys: rateKeys(s) },
         // Accounts' own upstream credentials (docs/credentials.md): without the key, none is injected and
         // an account that has one is refused (503) rather than sent upstream with the gateway's.
-        credentials: { ring: config.credentialKey.trim() === '' ? null : parseCredentialKeyring(config.credentialKey), headers: config.credentialHeaders, requireOwn: config.requireOwnCredential },
+        credentials: { ring: config.credentialKey.trim() === '' ? null : parseCredentialKeyring(config.credentialKey), headers: parseCredentialHeaders(config.credentialHeaders), requireOwn: config.requireOwnCredential },
       }) },
     log,
   );
