@@ -37,3 +37,16 @@ describe('the gateway credential routes', () => {
     expect(routes.find((r) => r.name === 'openai')!.request_headers_to_add[0].header.value).toMatch(/^Bearer /);
   });
 });
+
+describe('the Istio recipe for the gateway credential', () => {
+  it("merges ADD_IF_ABSENT into the gateway's virtual host: a valid VirtualHost fragment, kept out of the default kustomization", () => {
+    const doc: Obj = parse(readFileSync(new URL('../deploy/recipes/istio/envoyfilter-gateway-credential.yaml', import.meta.url), 'utf8'));
+    expect(doc.kind).toBe('EnvoyFilter');
+    const patch = doc.spec.configPatches[0];
+    expect([patch.applyTo, patch.patch.operation]).toEqual(['VIRTUAL_HOST', 'MERGE']);
+    expect(proto.validate('envoy.config.route.v3.VirtualHost', { name: 'llm', domains: ['*'], ...patch.patch.value })).toEqual([]);
+    expect(patch.patch.value.request_headers_to_add).toEqual([{ header: { key: 'authorization', value: expect.stringMatching(/^Bearer %ENVIRONMENT\(/) }, append_action: 'ADD_IF_ABSENT' }]);
+    const k: Obj = parse(readFileSync(new URL('../deploy/recipes/istio/kustomization.yaml', import.meta.url), 'utf8'));
+    expect(k.resources).not.toContain('envoyfilter-gateway-credential.yaml');
+  });
+});
