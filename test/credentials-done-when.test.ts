@@ -213,6 +213,20 @@ describe('per-account upstream credentials: keygate dev, a recording upstream, t
     expect(okHeaders(await check(byokKey)).authorization).toBe(`Bearer ${SECRET2}`);
     expect(await api('GET', '/v1/accounts/byok/credentials')).toMatchObject({ status: 200, body: { credentials: [{ provider: 'openai', hint: SECRET2.slice(-4) }] } });
 
+    // Its Anthropic credential from an environment variable: the Anthropic entry carries it in x-api-key
+    // (the client's x-api-key replaced), the OpenAI entry still the OpenAI one.
+    const fromEnv = cli(['accounts', 'credential', 'set', 'byok', '--provider', 'anthropic', '--from-env', 'BYOK_ANTHROPIC'], undefined, { BYOK_ANTHROPIC: SECRET });
+    expect(fromEnv.status, fromEnv.stderr).toBe(0);
+    const msg = await fetch(`http://127.0.0.1:${gatewayPort}/anthropic/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': byokKey, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'claude-3-5-haiku-latest', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    outputs.push([`response ${msg.status}`, await msg.text()]);
+    expect(msg.status).toBe(200);
+    expect(credentialsSeen(upstream.seen.at(-1)!.headers)).toEqual({ authorization: undefined, 'x-api-key': SECRET, 'x-goog-api-key': undefined });
+    expect((await chat(byokKey)).seen!.headers.authorization).toBe(`Bearer ${SECRET2}`);
+
     // 4. Removed (CLI): gone on the next request at both sidecars.
     const removed = cli(['accounts', 'credential', 'remove', 'byok', '--provider', 'openai']);
     expect(removed.status, removed.stderr).toBe(0);
