@@ -253,5 +253,9 @@ export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env
     throw new ConfigError('invalid setting KEYGATE_GRPC_MAX_BUFFERED_BYTES: must be at least KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES');
   }
   if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
+  const credentialHeaders = Object.values(parseCredentialHeaders(c.credentialHeaders));
+  if (credentialHeaders.includes(c.accountHeader) || credentialHeaders.includes(c.keyIdHeader)) {
+    throw new ConfigError('invalid setting KEYGATE_CREDENTIAL_HEADERS: a credential header must differ from KEYGATE_ACCOUNT_HEADER and KEYGATE_KEY_ID_HEADER');
+  }
   return { ...c, modelEndpoints: withBareProviders(c.modelEndpoints, c.bareModelProviders) };
 }

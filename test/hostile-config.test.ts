@@ -113,6 +113,11 @@ describe('KEYGATE_CREDENTIAL_KEY', () => {
     expect((err as Error).message).not.toContain(secretish);
   });
 
+  it('a credential header that is an identity header is refused', () => {
+    expect(() => loadConfig({}, { KEYGATE_CREDENTIAL_HEADERS: 'openai=x-keygate-account-id' })).toThrow(/KEYGATE_CREDENTIAL_HEADERS/);
+    expect(loadConfig({}, { KEYGATE_CREDENTIAL_HEADERS: 'openai=api-key' }).credentialHeaders).toBe('openai=api-key');
+  });
+
   it('a keyring of two keys (a rotation) is accepted', () => {
     const k = (b: number) => Buffer.alloc(32, b).toString('base64');
     expect(loadConfig({}, { KEYGATE_CREDENTIAL_KEY: `new:${k(1)},old:${k(2)}` }).credentialKey).toContain('new:');
