@@ -11,8 +11,10 @@
  * - the credential changed through the management API is used on the next request, removed with the
  *   CLI it is gone on the next request at both sidecars;
  * - no output of the whole run contains the secret: the CLI's and the API's answers, the clients'
- *   responses (allowed and denied), both sidecars' stdout and stderr, the metrics of both, the audit
- *   log, and the files of the dev directory (Redis' append-only file holds the envelope only).
+ *   responses (allowed and denied), the Check answers but their allow headers, both sidecars' stdout
+ *   and stderr (debug logging, the decision log), the metrics of both (per-account labels on), the
+ *   second sidecar's OTLP traces and metrics, the audit log, and the files of the dev directory
+ *   (Redis' append-only file holds the envelope only).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -25,6 +27,7 @@ import { redisPidFile } from '../src/dev/index.ts';
 import { EnvoyClient, okHeaders, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { freePort } from './helpers/redis-server.ts';
 import { serveChild, type ServeChild } from './helpers/serve-child.ts';
+import { startOtlpReceiver } from './helpers/otlp-receiver.ts';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const BIN = fileURLToPath(new URL('../bin/keygate', import.meta.url));
@@ -177,7 +180,18 @@ describe('per-account upstream credentials: keygate dev, a recording upstream, t
     expect(upstream.seen.length).toBe(before);
 
     // The second sidecar (gRPC Check), with the same credential key.
-    const second: ServeChild = await serveChild(redisUrl, { KEYGATE_CREDENTIAL_KEY: cliEnv.KEYGATE_CREDENTIAL_KEY, KEYGATE_LOG_LEVEL: 'debug', KEYGATE_REDIS_NAMESPACE: 'kg' });
+    // Its traces and metrics exported over OTLP, every Check a root span (searched below).
+    const otlp = await startOtlpReceiver();
+    cleanup.push(() => otlp.close());
+    const second: ServeChild = await serveChild(redisUrl, {
+      KEYGATE_CREDENTIAL_KEY: cliEnv.KEYGATE_CREDENTIAL_KEY,
+      KEYGATE_LOG_LEVEL: 'debug',
+      KEYGATE_REDIS_NAMESPACE: 'kg',
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      KEYGATE_TRACE_UNPARENTED_RATIO: '1',
+      OTEL_METRIC_EXPORT_INTERVAL: '200',
+      KEYGATE_METRICS_ACCOUNT_LABELS: 'true',
+    });
     cleanup.push(() => second.stop());
     const client = new EnvoyClient(`127.0.0.1:${second.grpcPort}`);
     cleanup.push(() => client.close());
@@ -254,11 +268,17 @@ describe('per-account upstream credentials: keygate dev, a recording upstream, t
       outputs.push([`metrics ${port}`, await m.text()]);
     }
 
+    // The spans of the second sidecar's Checks (allowed with the credential, denied, after removal).
+    const t0 = Date.now();
+    while (otlp.spans.length < 4 && Date.now() - t0 < 15_000) await new Promise((r) => setTimeout(r, 100));
+    expect(otlp.spans.length).toBeGreaterThanOrEqual(4);
+
     // Stop dev cleanly (its redis-server writes its append-only file), then read every output.
     dev.kill('SIGINT');
     await devExit;
     await second.stop();
     outputs.push(['dev stdout', devOut], ['dev stderr', devErr], ['second sidecar output', second.output()]);
+    outputs.push(['OTLP exports', Buffer.concat(otlp.bodies).toString('latin1')], ['OTLP spans', JSON.stringify(otlp.spans, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))]);
     const files = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? files(join(d, n)) : [join(d, n)]));
     for (const f of files(dir)) outputs.push([`file ${f}`, readFileSync(f, 'latin1')]);
     // The controls: the outputs are there (debug allow lines, metrics, the AOF with the envelope).
