@@ -63,6 +63,17 @@ describe.each([
   it('a set, a change and a removal are honoured on the next Check (accounts on different slots)', async () => {
     for (let i = 0; i < 3; i++) await roundTrip(f.kc, f.sc, `topo-${i}-${randomBytes(3).toString('hex')}`);
   }, 60_000);
+
+  it('reseal finds the records on every master', async () => {
+    const accounts = Array.from({ length: 6 }, (_, i) => `rot-${i}-${randomBytes(3).toString('hex')}`);
+    for (const a of accounts) await f.kc.setCredential(a, 'anthropic', secret());
+    const rotated = new KeyConsole({ redis: f.dep.url, credentialKey: `c9:${randomBytes(32).toString('base64')},${CRED_KEY}` });
+    try {
+      expect((await rotated.resealCredentials()).resealed).toBeGreaterThanOrEqual(accounts.length);
+    } finally {
+      await rotated.close();
+    }
+  }, 60_000);
 });
 
 describe('the console library on a real redis-server', () => {
@@ -100,6 +111,33 @@ describe('the console library on a real redis-server', () => {
     expect(await db.exists(s.credentials('acct-lib'))).toBe(0);
     await expect(f.kc.removeCredential('acct-lib', 'openai')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     db.disconnect();
+  });
+
+  it('a rotation: the new key first, the old kept; reseal moves every envelope to the new key, which alone then opens them at a sidecar', async () => {
+    const db = f.redis.client();
+    const newKey = `c2:${randomBytes(32).toString('base64')}`;
+    const rotated = new KeyConsole({ redis: f.redis.url, credentialKey: `${newKey},${CRED_KEY}` });
+    const sec = secret();
+    await f.kc.setCredential('acct-rot', 'google', sec, CLI_ACTOR);
+    await f.kc.setCredential('acct-rot2', 'openai', secret(), CLI_ACTOR);
+    expect(await db.hget(s.credentials('acct-rot'), 'google')).toMatch(/^enc1:c1:/);
+    expect(await rotated.resealCredentials(CLI_ACTOR)).toEqual({ resealed: 2 });
+    expect(await db.hget(s.credentials('acct-rot'), 'google')).toMatch(/^enc1:c2:/);
+    expect(await rotated.resealCredentials()).toEqual({ resealed: 0 }); // nothing left under c1
+    expect((await f.kc.listAudit({ account: 'acct-rot' }))[0]).toMatchObject({ action: 'credential_set', changes: { provider: 'google', resealed: 'c1' } });
+    // A sidecar holding only the new key opens it (Google entry: x-goog-api-key).
+    const sc = await startTestSidecar(f.redis.url, { credentialKey: newKey });
+    try {
+      await waitTracking(sc);
+      const { key } = await f.kc.createKey({ account: 'acct-rot', name: 'rot' });
+      const r = await sc.client.check({ path: '/v1beta/models/gemini-2.0-flash:generateContent', headers: { 'x-goog-api-key': key }, contextExtensions: { protocol: 'google' } });
+      expect(okHeaders(r)['x-goog-api-key']).toBe(sec);
+      expect(r.ok_response!.headers_to_remove).toEqual(['authorization', 'x-api-key']);
+    } finally {
+      await sc.close();
+      await rotated.close();
+      db.disconnect();
+    }
   });
 
   it('refuses, writing nothing: a bad secret (never echoed), an unknown provider, a console without the key', async () => {

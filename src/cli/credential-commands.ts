@@ -2,6 +2,7 @@
  * Accounts' own upstream credentials from the CLI (SPEC 18, docs/credentials.md):
  *   accounts credential set ACCOUNT --provider openai|anthropic|google (--from-env VAR | --stdin) [--json]
  *   accounts credential list ACCOUNT [--json]          accounts credential remove ACCOUNT --provider P
+ *   accounts credential reseal   (a key rotation's last step: every credential under the ring's first key)
  * The secret is never taken on the command line (it would stay in the shell history and the process
  * list): from an environment variable named by --from-env, or from standard input. Setting needs
  * KEYGATE_CREDENTIAL_KEY. Changes are audited (actor `cli`) without the secret.
@@ -88,4 +89,12 @@ export function registerCredentialCommands(program: Command): void {
       });
     },
   );
+
+  common(credential.command('reseal').description("a key rotation's last step: seal every account's credentials again under KEYGATE_CREDENTIAL_KEY's first key")).action(async (o: Common) => {
+    await withConsole(o, async (mc) => {
+      const r = await mc.resealCredentials(CLI_ACTOR);
+      if (o.json) return json(r);
+      out(`Sealed ${r.resealed} credential(s) again under the first key of KEYGATE_CREDENTIAL_KEY; keys no longer named by any envelope may now leave the ring.`);
+    });
+  });
 }

@@ -10,12 +10,14 @@
  */
 import { FAMILIES, isFamily, type Family } from '../core/family.ts';
 import { credentialHint, credentialProblem } from '../core/upstream-credential.ts';
-import { sealCredential } from '../keys/credential-crypto.ts';
+import { envelopeKid } from '../keys/crypto.ts';
+import { openCredential, sealCredential } from '../keys/credential-crypto.ts';
 import { AccountField, CredentialField } from '../schema/redis-schema.ts';
 import type { ConsoleContext } from './context.ts';
 import { ConsoleError } from './errors.ts';
 import { audit, type Actor } from './management.ts';
 import { NOW } from './scripts.ts';
+import { scanPrefix } from '../store/scan.ts';
 import { validateAccountId } from './validate.ts';
 
 /** One provider's credential as the console shows it: never the secret. */
@@ -103,4 +105,45 @@ export async function listCredentials(ctx: ConsoleContext, account: string): Pro
     hint: h[CredentialField.hint(f)] ?? '',
     setAt: Number(h[CredentialField.setAt(f)] ?? 0),
   }));
+}
+
+/** KEYS: the credential record. ARGV: provider, the envelope read, the new one. Replaces it only if unchanged since read. */
+const RESEAL = `if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1`;
+
+/**
+ * A key rotation's last step (docs/credentials.md): every credential sealed under a key id other
+ * than the ring's first is opened and sealed again under the first, in place (only if it did not
+ * change meanwhile), so the old key can then leave the ring. Every account's record is found with
+ * SCAN (on each master of a Cluster). The secrets are never returned; each re-seal is audited as
+ * `credential_set` with `resealed: <the old key id>`. → how many were sealed again.
+ */
+export async function resealCredentials(ctx: ConsoleContext, actor?: Actor): Promise<{ resealed: number }> {
+  const ring = ctx.credentialKeyring();
+  const prefix = ctx.schema.credentials('').slice(0, -2);
+  const r = ctx.redis;
+  // A Cluster client knows its masters only once connected: one command first (a fresh console has sent none).
+  await r.exists(prefix);
+  let resealed = 0;
+  for await (const name of scanPrefix(r, prefix)) {
+    const account = /^\{(.*)\}$/.exec(name.slice(prefix.length))?.[1];
+    if (account === undefined) continue;
+    const h = await r.hgetall(name);
+    for (const p of FAMILIES) {
+      const env = h[CredentialField.envelope(p)];
+      const kid = env === undefined ? null : envelopeKid(env);
+      if (env === undefined || kid === null || kid === ring.primary) continue;
+      let fresh: string;
+      try {
+        fresh = sealCredential(ring, account, p, openCredential(ring, account, p, env));
+      } catch (err) {
+        throw new ConsoleError('CREDENTIAL_KEY', `account ${account}'s ${p} credential: ${(err as Error).message}`);
+      }
+      if (Number(await r.eval(RESEAL, 1, name, p, env, fresh)) !== 1) continue;
+      resealed++;
+      if (actor) await audit(ctx, actor, 'credential_set', account, null, { provider: p, hint: h[CredentialField.hint(p)] ?? '', resealed: kid });
+    }
+  }
+  return { resealed };
 }

@@ -203,6 +203,11 @@ export class ConsoleService {
     return credentials.removeCredential(this.#c, account, provider, actor);
   }
 
+  /** A key rotation's last step: every credential sealed again under KEYGATE_CREDENTIAL_KEY's first key. */
+  resealCredentials(actor?: Actor): Promise<{ resealed: number }> {
+    return credentials.resealCredentials(this.#c, actor);
+  }
+
   /** The account's credentials: provider, hint (last four), set time; never the secret. */
   listCredentials(account: string): Promise<CredentialInfo[]> {
     return credentials.listCredentials(this.#c, account);
