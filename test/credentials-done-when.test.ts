@@ -139,6 +139,9 @@ describe('per-account upstream credentials: keygate dev, a recording upstream, t
     const onLine = cli(['accounts', 'credential', 'set', 'byok', '--provider', 'openai', '--secret', SECRET]);
     expect(onLine.status).toBe(2);
     expect(onLine.stderr).toContain('--from-env VAR or --stdin');
+    const asArgument = cli(['accounts', 'credential', 'set', 'byok', SECRET, '--provider', 'openai']);
+    expect(asArgument.status).toBe(2);
+    expect(asArgument.stderr).toContain('--from-env VAR or --stdin');
     // Without the credential key the console refuses, saying why.
     const noKey = cli(['accounts', 'credential', 'set', 'byok', '--provider', 'openai', '--stdin'], SECRET, { KEYGATE_CREDENTIAL_KEY: undefined });
     expect(noKey.status).toBe(2);

@@ -59,9 +59,10 @@ export function registerCredentialCommands(program: Command): void {
       .option('--from-env <var>', 'read the credential from this environment variable')
       .option('--stdin', 'read the credential from standard input')
       .addOption(new Option('--secret <value>').hideHelp())
-      .allowExcessArguments(false),
-  ).action(async (account: string, o: Common & { provider: string; fromEnv?: string; stdin?: boolean; secret?: string }) => {
-    const secret = await secretOf(o);
+      // Taken, to be refused with our message: the parser's own would echo the extra argument.
+      .allowExcessArguments(true),
+  ).action(async (account: string, o: Common & { provider: string; fromEnv?: string; stdin?: boolean; secret?: string }, cmd: Command) => {
+    const secret = await secretOf(cmd.args.length > 1 ? { ...o, secret: '' } : o);
     await withConsole(o, async (mc) => {
       const c = await mc.setCredential(account, o.provider, secret, CLI_ACTOR);
       if (o.json) return json(credentialJson(c));
