@@ -142,6 +142,8 @@ describe('per-account upstream credentials: keygate dev, a recording upstream, t
     const asArgument = cli(['accounts', 'credential', 'set', 'byok', SECRET, '--provider', 'openai']);
     expect(asArgument.status).toBe(2);
     expect(asArgument.stderr).toContain('--from-env VAR or --stdin');
+    const asOption = cli(['accounts', 'credential', 'set', 'byok', '--provider', 'openai', `--token=${SECRET}`]);
+    expect(asOption.status).toBe(2);
     // Without the credential key the console refuses, saying why.
     const noKey = cli(['accounts', 'credential', 'set', 'byok', '--provider', 'openai', '--stdin'], SECRET, { KEYGATE_CREDENTIAL_KEY: undefined });
     expect(noKey.status).toBe(2);

@@ -59,10 +59,14 @@ export function registerCredentialCommands(program: Command): void {
       .option('--from-env <var>', 'read the credential from this environment variable')
       .option('--stdin', 'read the credential from standard input')
       .addOption(new Option('--secret <value>').hideHelp())
-      // Taken, to be refused with our message: the parser's own would echo the extra argument.
-      .allowExcessArguments(true),
+      // Taken, to be refused with our message: the parser's own would echo the extra argument or option.
+      .allowExcessArguments(true)
+      .allowUnknownOption(true),
   ).action(async (account: string, o: Common & { provider: string; fromEnv?: string; stdin?: boolean; secret?: string }, cmd: Command) => {
-    const secret = await secretOf(cmd.args.length > 1 ? { ...o, secret: '' } : o);
+    if (cmd.args.length > 1) {
+      throw new ConsoleError('INVALID_INPUT', 'an unexpected argument or option (not shown: it may be a credential, and a credential on the command line is refused); give the credential with --from-env VAR or --stdin');
+    }
+    const secret = await secretOf(o);
     await withConsole(o, async (mc) => {
       const c = await mc.setCredential(account, o.provider, secret, CLI_ACTOR);
       if (o.json) return json(credentialJson(c));
