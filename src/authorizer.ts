@@ -112,7 +112,7 @@ export class Authorizer {
         decision = a;
         break;
       }
-      decision ??= d.grant !== null ? allow(d.grant, d.model, d.rate) : deny('INVALID_API_KEY');
+      decision ??= d.grant !== null ? allow(d.grant, d.model, d.rate, d.upstream) : deny('INVALID_API_KEY');
     } catch (err) {
       decision = this.#failed(err, requestId);
     }

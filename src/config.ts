@@ -9,6 +9,8 @@ import type { Family } from './core/family.ts';
 import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './keys/format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
 import { parseRedisUrl } from './redis-url.ts';
+import { parseCredentialHeaders } from './core/upstream-credential.ts';
+import { parseCredentialKeyring } from './keys/credential-crypto.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -69,6 +71,25 @@ const bareProviders = z.string().transform((s, ctx): ReadonlyMap<Family, string>
   }
 });
 
+const credentialKey = z.string().superRefine((v, ctx) => {
+  if (v.trim() === '') return;
+  try {
+    parseCredentialKeyring(v);
+  } catch (err) {
+    // The keyring's messages name the variable and the entry's position, never its value.
+    ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^KEYGATE_CREDENTIAL_KEY:? ?/, '') });
+  }
+});
+
+/** Kept as written (the README shows the default as none); `parseCredentialHeaders` makes the table at start. */
+const credentialHeaders = z.string().superRefine((s, ctx) => {
+  try {
+    parseCredentialHeaders(s);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+  }
+});
+
 export const configSchema = z.object({
   redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
   listenHost: z.string().min(1).default('127.0.0.1'),
@@ -90,6 +111,10 @@ export const configSchema = z.object({
   cacheMaxEntries: z.coerce.number().int().min(0).max(50_000_000).default(200_000),
   serveCachedDuringOutage: bool.default(false),
   requireWallet: bool.default(false),
+  /** Accounts' own upstream credentials (docs/credentials.md): the key that opens them ('' = none: never injected). */
+  credentialKey: credentialKey.default(''),
+  credentialHeaders: credentialHeaders.default(''),
+  requireOwnCredential: bool.default(false),
   countUsage: bool.default(true),
   meter: bool.default(true),
   meterForceUsage: bool.default(true),
@@ -141,6 +166,9 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   cacheMaxEntries: 'KEYGATE_CACHE_MAX_ENTRIES',
   serveCachedDuringOutage: 'KEYGATE_SERVE_CACHED_DURING_OUTAGE',
   requireWallet: 'KEYGATE_REQUIRE_WALLET',
+  credentialKey: 'KEYGATE_CREDENTIAL_KEY',
+  credentialHeaders: 'KEYGATE_CREDENTIAL_HEADERS',
+  requireOwnCredential: 'KEYGATE_REQUIRE_OWN_CREDENTIAL',
   countUsage: 'KEYGATE_COUNT_USAGE',
   meter: 'KEYGATE_METER',
   meterForceUsage: 'KEYGATE_METER_FORCE_USAGE',
@@ -225,5 +253,9 @@ export function loadConfig(flags: Raw = {}, env: NodeJS.ProcessEnv = process.env
     throw new ConfigError('invalid setting KEYGATE_GRPC_MAX_BUFFERED_BYTES: must be at least KEYGATE_GRPC_MAX_CONNECTION_BUFFERED_BYTES');
   }
   if (c.accountHeader === c.keyIdHeader) throw new ConfigError('invalid setting KEYGATE_KEY_ID_HEADER: must differ from KEYGATE_ACCOUNT_HEADER');
+  const credentialHeaders = Object.values(parseCredentialHeaders(c.credentialHeaders));
+  if (credentialHeaders.includes(c.accountHeader) || credentialHeaders.includes(c.keyIdHeader)) {
+    throw new ConfigError('invalid setting KEYGATE_CREDENTIAL_HEADERS: a credential header must differ from KEYGATE_ACCOUNT_HEADER and KEYGATE_KEY_ID_HEADER');
+  }
   return { ...c, modelEndpoints: withBareProviders(c.modelEndpoints, c.bareModelProviders) };
 }

@@ -9,6 +9,8 @@ import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
 import { closeAll, shutdownSequence } from './lifecycle.ts';
 import { decisionPhases } from './pipeline/index.ts';
+import { parseCredentialKeyring } from './keys/credential-crypto.ts';
+import { parseCredentialHeaders } from './core/upstream-credential.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
@@ -113,7 +115,12 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   const authorizer = new Authorizer(
     store,
     { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now,
-      phases: decisionPhases({ rates: { limiter, tokenViews, keys: rateKeys(s) } }) },
+      phases: decisionPhases({
+        rates: { limiter, tokenViews, keys: rateKeys(s) },
+        // Accounts' own upstream credentials (docs/credentials.md): without the key, none is injected and
+        // an account that has one is refused (503) rather than sent upstream with the gateway's.
+        credentials: { ring: config.credentialKey.trim() === '' ? null : parseCredentialKeyring(config.credentialKey), headers: parseCredentialHeaders(config.credentialHeaders), requireOwn: config.requireOwnCredential },
+      }) },
     log,
   );
   authorizer.observe(metrics.observer);
@@ -204,6 +211,9 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
     const admin = new AdminServer({ host: config.adminHost, port: config.adminPort, readiness, metrics }, log);
     const adminPort = await admin.listen();
     log.info({ grpcPort, httpPort, adminPort }, 'keygate listening');
+    if (config.credentialKey.trim() === '') {
+      log.info("KEYGATE_CREDENTIAL_KEY is not set: accounts' own upstream credentials are not injected, and requests of an account that has one are refused (503) until it is set (docs/credentials.md)");
+    }
 
     const stop = shutdownSequence(
       {

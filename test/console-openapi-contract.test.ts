@@ -90,6 +90,7 @@ const BODIES: Record<string, (k: Keys) => unknown> = {
   createWebhook: (k) => ({ url: HOOK_URL, account: k.account }),
   setAccountAlerts: () => ({ wallet_low_micros: 1_000 }),
   setPrice: () => ({ input_micros: 150_000, output_micros: 600_000 }),
+  setCredential: () => ({ secret: `sk-contract-${randomBytes(8).toString('hex')}` }),
   'post /session': () => ({ token: owner }),
   addMember: () => ({ email: `m-${randomBytes(4).toString('hex')}@example.com`, role: 'viewer' }),
   updateMember: () => ({ role: 'developer' }),
@@ -123,6 +124,8 @@ async function fresh(account = MINE, op?: Op): Promise<Keys> {
     await srv.console.setPrice(model, { input: 1, output: 1 }, CLI_ACTOR);
     return { key: created.id, plaintext: created.key, token, account, model };
   }
+  // The credential routes: one credential on the account, for a valid DELETE to remove.
+  if (op?.path.includes('/credentials/')) await srv.console.setCredential(account, 'openai', `sk-probe-${randomBytes(8).toString('hex')}`, CLI_ACTOR);
   if (!op?.path.startsWith('/v1/webhooks/')) return { key: created.id, plaintext: created.key, token, account };
   const webhook = (await webhooksOf(srv.console).create({ url: HOOK_URL, account }, false)).endpoint.id;
   const event = `evt_${Date.now()}_1_${randomBytes(4).toString('hex')}`;
@@ -136,6 +139,7 @@ function fill(path: string, k: Keys): string {
     .replace('{account}', k.account)
     .replace('{event_id}', k.event ?? UNKNOWN_EVENT)
     .replace('{model}', k.model ?? unknownModel())
+    .replace('{provider}', 'openai')
     .replace('{id}', path.startsWith('/v1/tokens') ? k.token : path.startsWith('/v1/webhooks') ? (k.webhook ?? UNKNOWN_WEBHOOK) : path.includes('/members/') ? (k.member ?? UNKNOWN_MEMBER) : k.key);
 }
 

@@ -20,11 +20,11 @@ import { CLI_ACTOR } from '../src/console/management.ts';
 import { keyDigest } from '../src/keys/format.ts';
 import { rateKeys, RateField, RequestWindowField, TokenWindowField } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
+import type { TestBrowser } from './helpers/browser.ts';
 import { deniedBody, deniedHeaders, responseHeadersToAdd } from './helpers/envoy-client.ts';
 import { awayFromWindowEnd } from './helpers/rate-window.ts';
 import { chatRequest, outcomeOf, startStack, waitTracking, type Stack } from './helpers/sidecars.ts';
-import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
+import { signedInPage, startWebConsole, type WebConsole } from './helpers/web-console.ts';
 
 const ACCOUNT = 'acct-rates';
 const S = schema();
@@ -41,16 +41,7 @@ beforeAll(async () => {
   stack = await startStack();
   konsole = await startWebConsole(stack.redis.url);
   const token = await konsole.createToken(ACCOUNT, 'owner');
-  browser = await launchBrowser({ baseURL: konsole.url });
-  const { page } = browser;
-  page.on('request', (r) => sent.push(`${r.method()} ${new URL(r.url()).pathname}`));
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
-  await waitTracking(stack);
-  await page.goto('/');
-  await page.getByLabel('Token').fill(token.token);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByText('No keys yet.').waitFor();
+  browser = await signedInPage(konsole.url, token.token, { sent, problems, ready: 'No keys yet.', beforeSignIn: () => waitTracking(stack!) });
 }, 120_000);
 
 afterAll(async () => {

@@ -28,6 +28,9 @@ const BAD: { [K in keyof Config]: string[] } = {
   cacheMaxEntries: ['-1', 'many'],
   serveCachedDuringOutage: ['perhaps'],
   requireWallet: ['sometimes'],
+  credentialKey: ['base64:short', 'nokid', 'k1:!!!!', `k1:${Buffer.alloc(32).toString('base64')},k1:${Buffer.alloc(32).toString('base64')}`],
+  credentialHeaders: ['openai', 'azure=api-key', 'openai=Bad Header', 'google=host', 'anthropic=x-envoy-x'],
+  requireOwnCredential: ['perhaps'],
   countUsage: ['2'],
   storeMaxInflight: ['0', '-3', 'lots'],
   stalenessBoundMs: ['0', '29', '1.5', 'soon', '600000'],
@@ -93,5 +96,30 @@ describe('configuration validation', () => {
         expect((e as Error).message).not.toContain('s3cretpass');
       }
     }
+  });
+});
+
+describe('KEYGATE_CREDENTIAL_KEY', () => {
+  it('a bad credential key is refused without echoing any of it', () => {
+    const secretish = 'Zm9vYmFyZm9vYmFyZm9vYmFyZm9vYmFy'; // 24 bytes: the wrong length
+    let err: unknown;
+    try {
+      loadConfig({}, { KEYGATE_CREDENTIAL_KEY: `base64:${secretish}` });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toContain('KEYGATE_CREDENTIAL_KEY');
+    expect((err as Error).message).not.toContain(secretish);
+  });
+
+  it('a credential header that is an identity header is refused', () => {
+    expect(() => loadConfig({}, { KEYGATE_CREDENTIAL_HEADERS: 'openai=x-keygate-account-id' })).toThrow(/KEYGATE_CREDENTIAL_HEADERS/);
+    expect(loadConfig({}, { KEYGATE_CREDENTIAL_HEADERS: 'openai=api-key' }).credentialHeaders).toBe('openai=api-key');
+  });
+
+  it('a keyring of two keys (a rotation) is accepted', () => {
+    const k = (b: number) => Buffer.alloc(32, b).toString('base64');
+    expect(loadConfig({}, { KEYGATE_CREDENTIAL_KEY: `new:${k(1)},old:${k(2)}` }).credentialKey).toContain('new:');
   });
 });

@@ -37,7 +37,7 @@ describe('deploy/k8s/console', () => {
     expect(container.args).toEqual(['console']);
     for (const e of container.env as Obj[]) expect([...Object.values(ENV), ...Object.values(CONSOLE_ENV), 'KEYGATE_REVEAL_KEY'], e.name).toContain(e.name);
     const secret = (container.env as Obj[]).filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);
-    expect(secret.sort()).toEqual(['KEYGATE_REVEAL_KEY', 'REDIS_URL']);
+    expect(secret.sort()).toEqual(['KEYGATE_CREDENTIAL_KEY', 'KEYGATE_REVEAL_KEY', 'REDIS_URL']);
     const config = loadConsoleApiConfig({}, plainEnv);
     expect(container.ports[0].containerPort).toBe(config.port);
     expect(config.trustProxy).toBe(1);

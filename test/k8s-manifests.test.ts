@@ -148,10 +148,11 @@ describe('keygate as a production sidecar of Envoy', () => {
     );
   });
 
-  it('uses no Secret at all (the sidecar holds no encryption key)', () => {
+  it('holds no key-encryption key: its one Secret reference is the optional credential key (docs/credentials.md), never the reveal key', () => {
     const all = JSON.stringify([...resources, ...generated]);
     expect(resources.some((r) => r.kind === 'Secret')).toBe(false);
-    expect(all).not.toMatch(/secretKeyRef|secretRef|"secret":|KEYGATE_REVEAL_KEY/);
+    expect(all).not.toMatch(/secretRef|"secret":|KEYGATE_REVEAL_KEY/);
+    expect(all.match(/secretKeyRef/g)?.length ?? 0).toBe(all.match(/"name":"KEYGATE_CREDENTIAL_KEY","valueFrom":\{"secretKeyRef":\{[^}]*"optional":true/g)?.length ?? 0);
   });
 
   it('configures keygate by environment only, with settings the sidecar accepts', () => {

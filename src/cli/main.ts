@@ -12,6 +12,7 @@ import { registerManagementCommands } from './management-commands.ts';
 import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
 import { registerMemberCommands } from './member-commands.ts';
+import { registerCredentialCommands } from './credential-commands.ts';
 import { stopOnSignals } from './signals.ts';
 import { refuseConflictingOptions } from './option-conflicts.ts';
 
@@ -105,7 +106,8 @@ export function buildProgram(): Command {
     .option('--upstream <url>', 'send allowed requests to this upstream instead of the built-in stub')
     .option('--sso', 'also start a local OpenID provider with demo people, and offer "Sign in with SSO" on the page (development only)')
     .option('--sso-port <n>', 'port of that provider (default 9005)', intArg('--sso-port'))
-    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; sso?: boolean; ssoPort?: number }) => {
+    .option('--upstream-credential-env <var>', "the gateway's own upstream credential, from this environment variable: added where an account has none of its own (docs/credentials.md)")
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; sso?: boolean; ssoPort?: number; upstreamCredentialEnv?: string }) => {
       const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
       if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
       // Logs go to stderr; stdout carries the banner.
@@ -120,6 +122,7 @@ export function buildProgram(): Command {
         consolePort: o.consolePort ?? DEV_PORTS.consolePort,
         ...(o.upstream ? { upstream: o.upstream } : {}),
         ...(o.sso ? { sso: true, ssoPort: o.ssoPort } : {}),
+        ...(o.upstreamCredentialEnv !== undefined ? { upstreamCredential: gatewayCredential(o.upstreamCredentialEnv) } : {}),
       };
       let dev;
       try {
@@ -148,7 +151,15 @@ export function buildProgram(): Command {
   registerEventCommands(program);
   registerPriceCommands(program);
   registerMemberCommands(program);
+  registerCredentialCommands(program);
   return refuseConflictingOptions(program);
+}
+
+/** `keygate dev --upstream-credential-env VAR`: the variable's value (never echoed), or a UsageError. */
+function gatewayCredential(name: string): string {
+  const v = process.env[name]?.trim();
+  if (v === undefined || v === '') throw new UsageError(`--upstream-credential-env: the environment variable ${name.slice(0, 64)} is not set or empty`);
+  return v;
 }
 
 /** One line on stderr for any error we expect a user to fix. */

@@ -29,9 +29,9 @@ export interface ConsoleServer {
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
 /** `oidcClockSkewSeconds`: tests only, a clock this far off for the ID token's time checks. */
-export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string; oidcClockSkewSeconds?: number } = {}): Promise<ConsoleServer> {
+export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string; credentialKey?: string; oidcClockSkewSeconds?: number } = {}): Promise<ConsoleServer> {
   // `wallet.enforced` is what the live sidecars publish; this console's own setting only when none has.
-  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, requireWallet: config.requireWallet });
+  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, credentialKey: opts.credentialKey, requireWallet: config.requireWallet });
   let draining = false;
   const ready = () => !draining && mc.redis.status === 'ready';
   let events: EventDelivery | undefined;

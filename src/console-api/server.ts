@@ -26,6 +26,7 @@ import { enforceRole } from './roles.ts';
 import { peopleOf } from './people.ts';
 import { isKeySelfRoute, registerEventRoutes } from '../events/routes.ts';
 import { registerPriceRoutes } from './price-routes.ts';
+import { registerCredentialRoutes } from './credential-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
 import { Health } from './schemas.ts';
 
@@ -261,6 +262,7 @@ export async function buildConsoleApp(mc: ConsoleService, opts: ConsoleAppOption
   registerLedgerRoutes(app, mc, opts.config.currency ?? 'USD');
   registerPriceRoutes(app, mc);
   registerMemberRoutes(app, mc);
+  registerCredentialRoutes(app, mc);
   registerUsageRoutes(app, mc);
   registerKeyUsageRoutes(app, mc, opts.config.currency ?? 'USD');
   await app.ready();

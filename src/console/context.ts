@@ -7,6 +7,7 @@
  */
 import { Cluster } from 'ioredis';
 import { parseKeyring, REVEAL_KEY_ENV, RevealKeyError, type Keyring } from '../keys/crypto.ts';
+import { CREDENTIAL_KEY_ENV, parseCredentialKeyring } from '../keys/credential-crypto.ts';
 import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from '../keys/format.ts';
 import { DEFAULT_NAMESPACE, LIMITS, schema, type Schema } from '../schema/redis-schema.ts';
 import { managementSchema, type ManagementSchema } from '../schema/management.ts';
@@ -29,6 +30,11 @@ export interface KeyConsoleOptions {
    * read from the environment when not given, and only when one of them is called.
    */
   readonly revealKey?: string;
+  /**
+   * The key(s) accounts' own upstream credentials are sealed with (`KEYGATE_CREDENTIAL_KEY` format; the
+   * sidecars hold the same). Only setting a credential needs it; read from the environment when not given.
+   */
+  readonly credentialKey?: string;
   /** Maximum active keys per account (default LIMITS.activeKeysPerAccount = 100). */
   readonly maxActiveKeysPerAccount?: number;
   /** Command timeout when `redis` is a URL (default 5000 ms). */
@@ -56,6 +62,8 @@ export class ConsoleContext {
   readonly ownsClient: boolean;
   readonly #revealKey: string | undefined;
   #ring: Keyring | undefined;
+  readonly #credentialKey: string | undefined;
+  #credentialRing: Keyring | undefined;
   lastRedisError: Error | undefined;
 
   constructor(opts: KeyConsoleOptions) {
@@ -65,6 +73,7 @@ export class ConsoleContext {
     if (!isValidKeyPrefix(prefix)) throw new ConsoleError('INVALID_INPUT', `key prefix ${KEY_PREFIX_RULE}`);
     this.keyPrefix = prefix;
     this.#revealKey = opts.revealKey;
+    this.#credentialKey = opts.credentialKey;
     const max = opts.maxActiveKeysPerAccount ?? LIMITS.activeKeysPerAccount;
     if (!Number.isSafeInteger(max) || max < 1) throw new ConsoleError('INVALID_INPUT', 'maxActiveKeysPerAccount must be a positive integer');
     this.maxActive = max;
@@ -109,6 +118,23 @@ export class ConsoleContext {
       }
     }
     return this.#ring;
+  }
+
+  /** The credential keyring (`KEYGATE_CREDENTIAL_KEY`), parsed on first use; CREDENTIAL_KEY when absent or malformed. */
+  credentialKeyring(): Keyring {
+    if (!this.#credentialRing) {
+      const v = this.#credentialKey ?? process.env[CREDENTIAL_KEY_ENV];
+      if (v === undefined || v.trim() === '') {
+        throw new ConsoleError('CREDENTIAL_KEY', `${CREDENTIAL_KEY_ENV} is not set: accounts' own credentials are stored encrypted under it, and the sidecars need the same key to use them (docs/credentials.md)`);
+      }
+      try {
+        this.#credentialRing = parseCredentialKeyring(v);
+      } catch (err) {
+        if (err instanceof RevealKeyError) throw new ConsoleError('CREDENTIAL_KEY', err.message);
+        throw err;
+      }
+    }
+    return this.#credentialRing;
   }
 
   /** The global audit list and the account's (operator events without an account go to `auditacct:*`). */

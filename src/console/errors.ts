@@ -13,6 +13,7 @@ export type ConsoleErrorCode =
   | 'REVOKED' // the key is revoked (terminal): cannot be updated or revealed
   | 'LIMIT' // the account already has the maximum number of active keys
   | 'REVEAL_KEY' // KEYGATE_REVEAL_KEY missing or malformed, or the envelope does not open under it
+  | 'CREDENTIAL_KEY' // KEYGATE_CREDENTIAL_KEY missing or malformed: accounts' own credentials cannot be set
   | 'CORRUPT' // a record in Redis does not follow the schema
   | 'CONFLICT' // an id or digest collision that survived retries, a repeated id with another body
   | 'RANGE'; // an amount that would take a balance or a total out of the exact integer range
@@ -51,6 +52,7 @@ export const CONSOLE_ERRORS: { readonly [C in ConsoleErrorCode]: { readonly api:
   LIMIT: { api: 'LIMIT_REACHED', exit: 2 },
   // A missing or wrong reveal key is the server's configuration, not the caller's: said without detail.
   REVEAL_KEY: { api: 'STORE_UNAVAILABLE', apiMessage: 'the server cannot encrypt or reveal keys (KEYGATE_REVEAL_KEY)', exit: 2 },
+  CREDENTIAL_KEY: { api: 'STORE_UNAVAILABLE', apiMessage: "the server cannot encrypt accounts' own credentials (KEYGATE_CREDENTIAL_KEY is not set or not usable)", exit: 2 },
   CORRUPT: { api: 'INTERNAL', apiMessage: 'a stored record does not follow the schema', exit: 1 },
   CONFLICT: { api: 'CONFLICT', exit: 1 },
   RANGE: { api: 'OUT_OF_RANGE', exit: 2 },

@@ -22,7 +22,7 @@ export const TOKEN_ID_PATTERN = /^tok_[0-9A-Za-z]{16,32}$/;
 export const TOKEN_ID_RULE = 'tok_ followed by 16-32 letters and digits';
 export { AUDIT_RETENTION } from './scripts.ts';
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
-export const AUDIT_ACTIONS = ['create', 'update', 'reveal', 'roll', 'revoke', 'disable', 'enable', 'credit', 'token_create', 'token_revoke', 'webhook_create', 'webhook_remove', 'webhook_replay', 'alert', 'price_set', 'price_remove', 'member_add', 'member_update', 'member_remove'] as const;
+export const AUDIT_ACTIONS = ['create', 'update', 'reveal', 'roll', 'revoke', 'disable', 'enable', 'credit', 'token_create', 'token_revoke', 'webhook_create', 'webhook_remove', 'webhook_replay', 'alert', 'price_set', 'price_remove', 'member_add', 'member_update', 'member_remove', 'credential_set', 'credential_remove'] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /** Who acts: a management token, the CLI (which has direct Redis access), or a person signed in on the page (id: the ID token's `sub`, name: its email or name). */

@@ -27,6 +27,8 @@ import * as keys from './keys.ts';
 import * as accounts from './accounts.ts';
 import * as mgmt from './management.ts';
 import { Members } from './members.ts';
+import * as credentials from './credentials.ts';
+import type { CredentialInfo } from './credentials.ts';
 import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult, RollOptions } from './keys.ts';
 import type { AccountInfo, AccountResult } from './accounts.ts';
 import type { Actor, AuditAction, AuditEvent, IdempotencyClaim, TokenRecord } from './management.ts';
@@ -194,6 +196,28 @@ export class ConsoleService {
   /** Adds to the account's prepaid wallet; idempotent on `reference`; audited as `credit` when it changed the balance. */
   creditAccount(account: string, amountMicros: number | string, reference: string, actor?: Actor): Promise<CreditResult> {
     return accounts.creditAccount(this.#c, account, amountMicros, reference, actor);
+  }
+
+  // ---- accounts' own upstream credentials (credentials.ts) -----------------------------------
+
+  /** Sets the account's own credential for a provider (sealed under KEYGATE_CREDENTIAL_KEY); audited as `credential_set` without the secret. */
+  setCredential(account: string, provider: string, secret: string, actor?: Actor): Promise<CredentialInfo> {
+    return credentials.setCredential(this.#c, account, provider, secret, actor);
+  }
+
+  /** Removes the account's credential for a provider (NOT_FOUND when none); audited as `credential_remove`. */
+  removeCredential(account: string, provider: string, actor?: Actor): Promise<void> {
+    return credentials.removeCredential(this.#c, account, provider, actor);
+  }
+
+  /** A key rotation's last step: every credential sealed again under KEYGATE_CREDENTIAL_KEY's first key. */
+  resealCredentials(actor?: Actor): Promise<{ resealed: number }> {
+    return credentials.resealCredentials(this.#c, actor);
+  }
+
+  /** The account's credentials: provider, hint (last four), set time; never the secret. */
+  listCredentials(account: string): Promise<CredentialInfo[]> {
+    return credentials.listCredentials(this.#c, account);
   }
 
   // ---- usage (wallet.ts, usage-summary.ts) -------------------------------------------------

@@ -6,6 +6,8 @@ import type { LimitPeriod, TokenTotals, UsageEntry } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRate, type Rates } from '../schema/rates.ts';
 import type { AccountInfo } from './accounts.ts';
+import type { CredentialInfo } from './credentials.ts';
+import type { Family } from '../core/family.ts';
 import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
 import type { CreditResult, UsageResult, WalletRule } from './wallet.ts';
@@ -161,4 +163,9 @@ export function usageEntryJson(e: UsageEntry): {
     estimated: e.estimated,
     unpriced: e.unpriced,
   };
+}
+
+/** An account's credential as the API and `credential list --json` show it (never the secret). */
+export function credentialJson(c: CredentialInfo): { provider: Family; hint: string; set_at: string } {
+  return { provider: c.provider, hint: c.hint, set_at: new Date(c.setAt).toISOString() };
 }

@@ -7,6 +7,7 @@ import type { Credential } from './credentials.ts';
 import type { Family } from './family.ts';
 import { modelAllowed, qualifyModel, type ModelRead } from './model/index.ts';
 import type { Rate } from '../schema/rates.ts';
+import type { UpstreamCredential } from './upstream-credential.ts';
 import type { KeyGrant, ParsedKey } from '../schema/redis-schema.ts';
 
 export interface Allow {
@@ -21,6 +22,11 @@ export interface Allow {
    * same for every request of the key.
    */
   readonly rate?: AllowRate | null;
+  /**
+   * The account's own credential for the request's provider (SPEC 18): the header the answer sets
+   * upstream in place of the gateway's. Absent: the gateway's own credential applies. Never logged.
+   */
+  readonly upstream?: UpstreamCredential;
 }
 
 /** What an allow of a rate-limited key adds to its answer (docs/rate-limits.md). */
@@ -135,7 +141,21 @@ function modelNotAllowedMessage(models: readonly string[], model: string): strin
  */
 const plainAllows = new WeakMap<KeyGrant, Allow>();
 
-export function allow(grant: KeyGrant, model: string | null, rate: AllowRate | null = null): Allow {
+/** Plain allows that carry an account's own credential: one per (credential version, grant), dropped with either. */
+const credentialAllows = new WeakMap<UpstreamCredential, WeakMap<KeyGrant, Allow>>();
+
+export function allow(grant: KeyGrant, model: string | null, rate: AllowRate | null = null, upstream: UpstreamCredential | null = null): Allow {
+  if (upstream !== null) {
+    if (rate !== null || model !== null) return { allow: true, keyId: grant.id, accountId: grant.account, model, ...(rate !== null && { rate }), upstream };
+    let byGrant = credentialAllows.get(upstream);
+    if (byGrant === undefined) credentialAllows.set(upstream, (byGrant = new WeakMap()));
+    let a = byGrant.get(grant);
+    if (a === undefined) {
+      a = Object.freeze({ allow: true, keyId: grant.id, accountId: grant.account, model: null, upstream });
+      byGrant.set(grant, a);
+    }
+    return a;
+  }
   if (rate === null && model === null) {
     let a = plainAllows.get(grant);
     if (a === undefined) {

@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
+import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
 
 export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
   ['/openai', 'openai'],
@@ -39,6 +40,15 @@ export interface DevGatewayOptions {
   /** The identity headers the sidecar's allow sets (defaults: x-keygate-key-id, x-keygate-account-id). */
   readonly keyIdHeader?: string;
   readonly accountHeader?: string;
+  /**
+   * The gateway's own upstream credential, added to a request the authz answer left without one, in
+   * the entry's credential header (`authorization: Bearer …`, `x-api-key`, `x-goog-api-key`): as
+   * envoy.yaml's `request_headers_to_add` with `ADD_IF_ABSENT`, so an account's own credential set
+   * by the answer wins (docs/credentials.md).
+   */
+  readonly upstreamCredential?: string;
+  /** The header per family the gateway's credential goes in (default: the sidecar's defaults). */
+  readonly credentialHeaders?: CredentialHeaders;
 }
 
 /**
@@ -161,6 +171,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
     if (isClientHeader(k)) toClient[k] = v;
     else if (!NOT_IDENTITY.has(k)) headers[k] = v;
   });
+  // as envoy.yaml's route: the gateway's own credential where the answer set none (ADD_IF_ABSENT)
+  if (opts.upstreamCredential !== undefined) {
+    const c = upstreamCredential((opts.credentialHeaders ?? DEFAULT_CREDENTIAL_HEADERS)[entry[1]], opts.upstreamCredential);
+    headers[c.header] ??= c.value;
+  }
   // as Envoy: every request carries an x-request-id (generated when the client sent none)
   headers['x-request-id'] ??= randomUUID();
   let upBody: Uint8Array = body;

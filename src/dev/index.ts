@@ -45,6 +45,12 @@ export interface DevOptions {
   /** `--sso`: a local OpenID provider with demo people, and "Sign in with SSO" on the page (sso.ts). */
   readonly sso?: boolean;
   readonly ssoPort?: number;
+  /**
+   * The gateway's own upstream credential, which the dev gateway adds to a request that carries no
+   * credential after the authz answer (as Envoy's route config does: docs/credentials.md); an
+   * account's own credential set by the answer wins. Absent: none added.
+   */
+  readonly upstreamCredential?: string;
 }
 
 
@@ -60,6 +66,8 @@ export interface DevContext {
   readonly redisUrl: string;
   /** The key-encryption key for creating and revealing keys (KEYGATE_REVEAL_KEY format). */
   revealKey?: string;
+  /** The key accounts' own upstream credentials are sealed with (KEYGATE_CREDENTIAL_KEY format), shared by the console and the sidecar. */
+  credentialKey?: string;
   sidecar?: Sidecar;
   upstreamUrl?: string;
   demoKey?: { id: string; key: string; account: string };
@@ -302,6 +310,8 @@ const sidecarComponent: DevComponent = {
       // A plain model name at the OpenAI entry means OpenAI's (the dev gateway sends it there): a key
       // limited to openai/gpt-4o-mini works with the printed curl's "gpt-4o-mini".
       bareModelProviders: process.env.KEYGATE_BARE_MODEL_PROVIDER ?? DEV_BARE_MODEL_PROVIDER,
+      // The console's credential key (the dev directory's), so accounts' own credentials are injected.
+      ...(ctx.credentialKey !== undefined && { credentialKey: ctx.credentialKey }),
     });
     const { startSidecar } = await import('../main.ts');
     const sidecar = await startSidecar(config, ctx.log);
@@ -335,6 +345,9 @@ const demoKeyComponent: DevComponent = {
     const revealPath = join(dir, 'reveal-key');
     if (!existsSync(revealPath)) secretFile(revealPath, `base64:${randomBytes(32).toString('base64')}\n`);
     ctx.revealKey = readFileSync(revealPath, 'utf8').trim();
+    const credentialPath = join(dir, 'credential-key');
+    if (!existsSync(credentialPath)) secretFile(credentialPath, `base64:${randomBytes(32).toString('base64')}\n`);
+    ctx.credentialKey = process.env.KEYGATE_CREDENTIAL_KEY || readFileSync(credentialPath, 'utf8').trim();
     const config = loadConsoleConfig({ redisUrl: ctx.redisUrl });
     const kc = new ConsoleService({ redis: ctx.redisUrl, revealKey: ctx.revealKey, namespace: config.redisNamespace, keyPrefix: config.keyPrefix });
     const keyPath = join(dir, 'demo-key.json');
@@ -384,7 +397,7 @@ const consoleComponent: DevComponent = {
   async start(ctx) {
     const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await consoleModules();
     const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }, { ...process.env, ...ssoEnv(ctx) }), host: '127.0.0.1', drainDelayMs: 0 };
-    const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey });
+    const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey, credentialKey: ctx.credentialKey });
     try {
       await ssoMembers(ctx, server.console);
       const tokenPath = join(ctx.options.dir, 'console-token.json');
@@ -437,7 +450,10 @@ const gatewayComponent: DevComponent = {
   name: 'gateway',
   ports: (o) => [{ port: o.gatewayPort, flag: '--gateway-port' }],
   async start(ctx) {
-    const server = createDevGateway({ authzPort: ctx.sidecar!.httpPort, upstream: ctx.upstreamUrl!, grpcPort: ctx.sidecar!.grpcPort }, ctx.log);
+    const server = createDevGateway(
+      { authzPort: ctx.sidecar!.httpPort, upstream: ctx.upstreamUrl!, grpcPort: ctx.sidecar!.grpcPort, ...(ctx.options.upstreamCredential !== undefined && { upstreamCredential: ctx.options.upstreamCredential }) },
+      ctx.log,
+    );
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(ctx.options.gatewayPort, '127.0.0.1', () => resolve());

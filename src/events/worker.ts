@@ -25,6 +25,7 @@ import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
+import { scanPrefix } from '../store/scan.ts';
 import { parseKeyRecord, schema as keySchema, type Schema } from '../schema/redis-schema.ts';
 import type { WebhookConfig } from './config.ts';
 import { deliverOnce, type AttemptResult } from './http-delivery.ts';
@@ -152,26 +153,18 @@ export class DeliveryWorker {
     if ((await r.exists(this.#s.expiriesFilled())) === 1) return 0;
     const now = await this.#now();
     const prefix = this.#ks.accountActiveKeys('');
-    const nodes: Redis[] = 'nodes' in r && typeof r.nodes === 'function' ? (r as Cluster).nodes('master') : [r as Redis];
     let added = 0;
-    for (const node of nodes) {
-      let cursor = '0';
-      do {
-        const [next, names] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 200);
-        cursor = next;
-        for (const name of names) {
-          if (this.#stopped) return added;
-          const account = name.slice(prefix.length);
-          const ids = await r.smembers(name);
-          const digests = await Promise.all(ids.map((id) => r.get(this.#ks.keyIdIndex(id))));
-          const records = await Promise.all(digests.map((d) => (d === null ? null : r.hgetall(this.#ks.keyRecord(d)))));
-          for (const raw of records) {
-            const rec = raw === null ? null : parseKeyRecord(raw);
-            if (rec === null || typeof rec === 'string' || rec.status !== 'active' || rec.expiresAt === null || rec.expiresAt <= now || rec.account !== account) continue;
-            added += Number(await r.zadd(this.#s.expiries(), 'NX', String(rec.expiresAt), `${account} ${rec.id}`));
-          }
-        }
-      } while (cursor !== '0');
+    for await (const name of scanPrefix(r, prefix)) {
+      if (this.#stopped) return added;
+      const account = name.slice(prefix.length);
+      const ids = await r.smembers(name);
+      const digests = await Promise.all(ids.map((id) => r.get(this.#ks.keyIdIndex(id))));
+      const records = await Promise.all(digests.map((d) => (d === null ? null : r.hgetall(this.#ks.keyRecord(d)))));
+      for (const raw of records) {
+        const rec = raw === null ? null : parseKeyRecord(raw);
+        if (rec === null || typeof rec === 'string' || rec.status !== 'active' || rec.expiresAt === null || rec.expiresAt <= now || rec.account !== account) continue;
+        added += Number(await r.zadd(this.#s.expiries(), 'NX', String(rec.expiresAt), `${account} ${rec.id}`));
+      }
     }
     await r.set(this.#s.expiriesFilled(), String(now));
     return added;

@@ -11,6 +11,7 @@ import { expiry } from './phases/expiry.ts';
 import { format } from './phases/format.ts';
 import { key } from './phases/key.ts';
 import { model } from './phases/model.ts';
+import { ownCredential, requireOwnCredential, type OwnCredentialDeps } from './phases/own-credential.ts';
 import { rateLimit, type RateLimitDeps } from './phases/rate-limit.ts';
 import { spendLimit } from './phases/spend-limit.ts';
 import { wallet } from './phases/wallet.ts';
@@ -24,6 +25,8 @@ export { DecisionState, type CheckInput, type CheckOutcome, type DecisionEnv, ty
 export interface PhaseDeps {
   /** The shared rate limiter and token windows (docs/rate-limits.md); without them no rate phase. */
   readonly rates?: RateLimitDeps;
+  /** Accounts' own upstream credentials (docs/credentials.md); without them no credential is injected. */
+  readonly credentials?: OwnCredentialDeps;
 }
 
 /** The phases in order. */
@@ -34,8 +37,10 @@ export function decisionPhases(deps: PhaseDeps = {}): readonly Phase[] {
     key, // 3. the key record (store)
     expiry, // 4.
     account, // 5. the account's state and gate (store)
+    ...(deps.credentials ? [ownCredential(deps.credentials)] : []), // 5a. the account's own credential (store, only accounts that have one)
     wallet, // 6.
     spendLimit, // 7.
+    ...(deps.credentials?.requireOwn ? [requireOwnCredential] : []), // 8. KEYGATE_REQUIRE_OWN_CREDENTIAL
     model, // 8. restricted keys only
     // 9. counts only requests that passed every rule above; keys and accounts without rates pass at once.
     ...(deps.rates ? [rateLimit(deps.rates)] : []),

@@ -13,6 +13,7 @@
 import type { Credential, HeaderValue } from '../core/credentials.ts';
 import type { AllowRate, Decision, Deny } from '../core/decision.ts';
 import type { Family, PrefixRule } from '../core/family.ts';
+import type { UpstreamCredential } from '../core/upstream-credential.ts';
 import type { EndpointTable } from '../core/model/index.ts';
 import { NO_RATES, type Rates } from '../schema/rates.ts';
 import type { RateGate } from '../schema/records.ts';
@@ -82,6 +83,15 @@ export class DecisionState {
   blocked: boolean | 'corrupt' = false;
   /** Set by `account`: the account's rates (`NO_RATES` when none). */
   accountRates: Rates = NO_RATES;
+  /** Set by `account`: the `PROVIDER_BIT`s of the providers the account has its own credential for (0: none). */
+  accountCredentials = 0;
+  /**
+   * Set by `own-credential`: the account has its own credential for the request's provider (SPEC 18),
+   * so the allow carries it upstream (`upstream`). The endpoint rule opens `stateful` endpoints on it.
+   */
+  ownCredential = false;
+  /** Set by `own-credential`: the header and value the allow sets upstream (never logged), or null. */
+  upstream: UpstreamCredential | null = null;
   /** Set by `account`: the account's gate (wallet empty, keys over their spend limit, token rates used up). */
   gate: RateGate | 'corrupt' | null = null;
   /** Set by `model`: the resolved model when it was read (restricted keys), else null. */

@@ -11,7 +11,9 @@
 import { PriceTable } from '../metering/pricing.ts';
 import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
-import { AccountField, parseAccountBlocked, parseSidecarKey, SIDECAR_KEY_FIELDS, type ParsedKey, type Schema } from './redis-schema.ts';
+import { FAMILIES } from '../core/family.ts';
+import { parseCredentialMarker } from '../core/upstream-credential.ts';
+import { AccountField, CredentialField, parseAccountBlocked, parseSidecarKey, SIDECAR_KEY_FIELDS, type ParsedKey, type Schema } from './redis-schema.ts';
 
 /** The hash reads a record type may use: one command per lookup (ioredis clients have these). */
 export interface HashReads {
@@ -64,30 +66,33 @@ export const KEY_RECORD: RecordType<ParsedKey> = {
   afterPendingIo: true,
 };
 
-/** The account as the sidecar reads it: blocked or not (or corrupt), and its rates. */
+/** The account as the sidecar reads it: blocked or not (or corrupt), its rates, and the providers it has its own credential for. */
 export interface AccountState {
   readonly blocked: boolean | 'corrupt';
   readonly rates: Rates;
+  /** `PROVIDER_BIT`s of the providers with an own credential (`credentials` field; 0: none). */
+  readonly credentials: number;
 }
-const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES });
-const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES });
-const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES });
+const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES, credentials: 0 });
+const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES, credentials: 0 });
+const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES, credentials: 0 });
 
-/** An HMGET of `status`, `rate`, `token_rate` (shared objects for an account without rates). */
+/** An HMGET of `status`, `rate`, `token_rate`, `credentials` (shared objects for an account without rates or credentials). */
 export function parseAccountState(values: readonly (string | null)[]): AccountState {
   const blocked = parseAccountBlocked(values[0] ?? null);
   const rates = parseRateFields(values[1], values[2]);
-  if (blocked === 'corrupt' || typeof rates === 'string') return ACCOUNT_CORRUPT;
-  if (rates === NO_RATES) return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
-  return { blocked, rates };
+  const credentials = parseCredentialMarker(values[3]);
+  if (blocked === 'corrupt' || typeof rates === 'string' || credentials === 'corrupt') return ACCOUNT_CORRUPT;
+  if (rates === NO_RATES && credentials === 0) return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
+  return { blocked, rates, credentials };
 }
 
 /** The account's state (`blocked`: `true` when disabled, `'corrupt'` when the record does not follow the schema) and its rates. */
 export const ACCOUNT_RECORD: RecordType<AccountState> = {
   name: 'account',
   key: (s, accountId) => s.account(accountId),
-  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS)),
-  corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, or a rate is not N/UNIT' : undefined),
+  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, AccountField.credentials)),
+  corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, a rate is not N/UNIT, or credentials names no provider' : undefined),
   negative: () => false,
 };
 
@@ -121,5 +126,25 @@ export const PRICES_RECORD: RecordType<PriceTable> = {
   key: (s) => s.prices(),
   read: async (r, rkey) => PriceTable.fromHash(await r.hgetall(rkey)),
   corrupt: (t) => (t.corrupt.length > 0 ? t.corrupt.map((c) => `${c.field}: ${c.reason}`).join('; ').slice(0, 500) : undefined),
+  negative: () => false,
+};
+
+/**
+ * The account's own upstream credentials as stored: one envelope per provider, in `FAMILIES` order
+ * (null: none for that provider). Read only for an account whose record lists a credential
+ * (`AccountState.credentials`), so an account without one costs no lookup. The sidecar opens an
+ * envelope once per record version (`src/pipeline/phases/own-credential.ts`).
+ */
+export interface StoredCredentials {
+  readonly envelopes: readonly (string | null)[];
+}
+
+const CREDENTIAL_FIELDS = FAMILIES.map((f) => CredentialField.envelope(f));
+
+export const CREDENTIAL_RECORD: RecordType<StoredCredentials> = {
+  name: 'credential',
+  key: (s, accountId) => s.credentials(accountId),
+  read: async (r, rkey) => ({ envelopes: await r.hmget(rkey, ...CREDENTIAL_FIELDS) }),
+  corrupt: () => undefined,
   negative: () => false,
 };

@@ -27,6 +27,7 @@
  *   {ns}:v1:keyinfo:{acct}           HASH  key id → the small fields a list filters and sorts on (console)
  *   {ns}:v1:keydays:{acct}:{keyId}   HASH  UTC day → the key's spend, requests and tokens that day (35 days)
  *   {ns}:v1:sidecars                 HASH  instance id → a live sidecar's require-wallet setting, bare-name mapping and expiry (console reads)
+ *   {ns}:v1:cred:{acct}              HASH  the account's own upstream credentials, encrypted (CredentialField; tracked)
  *
  * The sidecar reads only `key:`, `acct:`, `gate:` records and the `prices` table (one key each), so it
  * works unchanged on Cluster; invalidation tracks exactly those four prefixes.
@@ -92,7 +93,23 @@ export const SIDECAR_KEY_FIELDS = [
   KeyField.expiresAt,
 ] as const;
 
-export const AccountField = { status: 'status', updatedAt: 'updated_at' } as const;
+export const AccountField = {
+  status: 'status',
+  updatedAt: 'updated_at',
+  /** The providers the account has its own credential for, comma-separated (absent: none); read with the status. */
+  credentials: 'credentials',
+} as const;
+
+/**
+ * Fields of the account's credential record (`cred:{acct}`), per provider: the envelope
+ * (`src/keys/credential-crypto.ts`) under the provider's name, its last four characters and when it
+ * was set (epoch ms). The sidecar reads the envelopes only.
+ */
+export const CredentialField = {
+  envelope: (provider: string) => provider,
+  hint: (provider: string) => `${provider}:hint`,
+  setAt: (provider: string) => `${provider}:set_at`,
+} as const;
 
 export type KeyStatus = 'active' | 'revoked';
 export type AccountStatus = 'active' | 'disabled';
@@ -131,6 +148,8 @@ export interface Schema {
   sidecars(): string;
   /** A provider object keygate saw an account create (SPEC 15 `owned`; `src/schema/owned.ts`); tracked. */
   owned(provider: string, objectId: string): string;
+  /** The account's own upstream credentials (SPEC 18; hash tag `{accountId}`); tracked. */
+  credentials(accountId: string): string;
 }
 
 export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
@@ -141,7 +160,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
   const gatePrefix = `${base}gate:`;
   return {
     ns: namespace,
-    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix, `${base}prices`, `${base}owned:`],
+    trackedPrefixes: [keyPrefix, acctPrefix, gatePrefix, `${base}prices`, `${base}owned:`, `${base}cred:`],
     datasetMarker: `${base}dataset`,
     keyRecord: (digest) => keyPrefix + digest,
     keyIdIndex: (keyId) => `${base}keyid:${keyId}`,
@@ -164,6 +183,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     keyDays: (a, keyId) => `${base}keydays:{${a}}:${keyId}`,
     sidecars: () => `${base}sidecars`,
     owned: (provider, objectId) => `${base}owned:${provider}:${objectId}`,
+    credentials: (a) => `${base}cred:{${a}}`,
   };
 }
 

@@ -34,11 +34,14 @@ export function denyRule(d: Deny): string {
       return 'account wallet empty (or no wallet where wallets are required)';
     case 'KEY_LIMIT_EXCEEDED':
       return 'key spend limit reached for the current period';
+    case 'ENDPOINT_NOT_ALLOWED':
+      return 'endpoint not open to the key (or the account has no own credential where one is required)';
     case 'MODEL_NOT_ALLOWED':
       return 'model not among the key\'s allowed models, or not readable for a model-restricted key';
     case 'RATE_LIMITED':
       return 'key or account rate used up for the current window';
     case 'AUTH_UNAVAILABLE':
+      if (d.gatewayProblem !== undefined) return 'gateway problem (see the gateway-problem log)';
       return d.keyId !== undefined ? 'account or gate record unreadable, or store unavailable' : 'key store unavailable';
   }
 }

@@ -67,3 +67,27 @@ export async function startWebConsole(redisUrl: string, env: Record<string, stri
     close: () => server.close(),
   };
 }
+
+/**
+ * A browser on the console's page, signed in with `token`: every request it sends is noted in `sent`
+ * (`METHOD /path`), every page error and failed request in `problems`; `ready` is a text the signed-in
+ * page shows. `beforeSignIn` runs after the page's listeners are set, before it is opened.
+ */
+export async function signedInPage(
+  url: string,
+  token: string,
+  o: { sent: string[]; problems: string[]; ready: string; beforeSignIn?: () => Promise<void> },
+): Promise<import('./browser.ts').TestBrowser> {
+  const { launchBrowser } = await import('./browser.ts');
+  const browser = await launchBrowser({ baseURL: url });
+  const { page } = browser;
+  page.on('request', (r) => o.sent.push(`${r.method()} ${new URL(r.url()).pathname}`));
+  page.on('pageerror', (e) => o.problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => o.problems.push(`request failed: ${r.url()}`));
+  await o.beforeSignIn?.();
+  await page.goto('/');
+  await page.getByLabel('Token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText(o.ready).waitFor();
+  return browser;
+}

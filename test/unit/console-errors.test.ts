@@ -12,7 +12,7 @@ const CODES = Object.keys(CONSOLE_ERRORS) as ConsoleErrorCode[];
 
 describe('the console error catalogue', () => {
   it('maps every console code once: an API code with its HTTP status, and a CLI exit status', () => {
-    expect(CODES.sort()).toEqual(['CONFLICT', 'CORRUPT', 'INVALID_INPUT', 'LIMIT', 'NOT_FOUND', 'RANGE', 'REVEAL_KEY', 'REVOKED']);
+    expect(CODES.sort()).toEqual(['CONFLICT', 'CORRUPT', 'CREDENTIAL_KEY', 'INVALID_INPUT', 'LIMIT', 'NOT_FOUND', 'RANGE', 'REVEAL_KEY', 'REVOKED']);
     for (const code of CODES) {
       const e = fromConsoleError(new ConsoleError(code, `detail of ${code}`));
       expect(e).toBeInstanceOf(ApiError);
@@ -24,6 +24,7 @@ describe('the console error catalogue', () => {
     expect(Object.fromEntries(CODES.map((c) => [c, fromConsoleError(new ConsoleError(c, 'x')).status]))).toEqual({
       CONFLICT: 409,
       CORRUPT: 500,
+      CREDENTIAL_KEY: 503,
       INVALID_INPUT: 400,
       LIMIT: 422,
       NOT_FOUND: 404,

@@ -21,6 +21,7 @@ import { RedisRecordSource } from '../../src/store/redis-source.ts';
 
 export const silentLog = pino({ level: 'silent' });
 const s = schema();
+const CRED_PREFIX = s.credentials('').slice(0, -2);
 
 /** A flat HSET field/value list as the hash Redis would hold. */
 export function hashOf(fields: readonly string[]): Record<string, string> {
@@ -63,6 +64,11 @@ export class MemoryKeyStore implements RecordSource {
   readonly accounts = new Hashes<string>((id) => this.#tracker.emit('invalidate', [s.account(id)]));
   /** Gate records (the money flags) by account, as Redis holds them. */
   readonly gates = new Hashes<Record<string, string>>((id) => this.#tracker.emit('invalidate', [s.gate(id)]));
+  /** The account record's `credentials` field (the providers with an own credential) by account id. */
+  readonly accountCredentials = new Hashes<string>((id) => this.#tracker.emit('invalidate', [s.account(id)]));
+  /** Credential records (`cred:{acct}`) by account, as Redis holds them. */
+  readonly credentials = new Hashes<Record<string, string>>((id) => this.#tracker.emit('invalidate', [s.credentials(id)]));
+  credentialLookups = 0;
   /** Store reads (cache misses) by record. */
   readonly lookups = { key: 0, account: 0 };
   gateLookups = 0;
@@ -72,7 +78,7 @@ export class MemoryKeyStore implements RecordSource {
   constructor(opts: { cached?: boolean } = {}) {
     const reads: HashReads = {
       hmget: async (rkey, ...fields) => {
-        const h = this.#read(rkey.startsWith(s.account('')) ? 'account' : 'key', rkey);
+        const h = rkey.startsWith(CRED_PREFIX) ? this.#read('credential', rkey) : this.#read(rkey.startsWith(s.account('')) ? 'account' : 'key', rkey);
         return fields.map((f) => h[f] ?? null);
       },
       hget: async (rkey, field) => this.#read('account', rkey)[field] ?? null,
@@ -82,15 +88,19 @@ export class MemoryKeyStore implements RecordSource {
     this.#source = opts.cached === false ? inner : new CachedRecordSource(inner, this.#tracker, s, { maxEntries: 1000, serveCachedDuringOutage: false, lookupTimeoutMs: 5000, maxInflight: 64, maxQueued: 256 }, silentLog);
   }
 
-  #read(kind: 'key' | 'account' | 'gate', rkey: string): Record<string, string> {
+  #read(kind: 'key' | 'account' | 'gate' | 'credential', rkey: string): Record<string, string> {
     if (kind === 'gate') this.gateLookups++;
+    else if (kind === 'credential') this.credentialLookups++;
     else this.lookups[kind]++;
     if (this.#down) throw new StoreUnavailable('store down');
     if (kind === 'key') return this.keys.get(rkey.slice(s.keyRecord('').length)) ?? {};
     if (kind === 'account') {
-      const status = this.accounts.get(rkey.slice(s.account('').length));
-      return status === undefined ? {} : { status };
+      const id = rkey.slice(s.account('').length);
+      const status = this.accounts.get(id);
+      const credentials = this.accountCredentials.get(id);
+      return { ...(status !== undefined && { status }), ...(credentials !== undefined && { credentials }) };
     }
+    if (kind === 'credential') return this.credentials.get(/\{(.*)\}$/.exec(rkey)![1]!) ?? {};
     const id = /\{(.*)\}$/.exec(rkey)![1]!;
     return this.gates.get(id) ?? {};
   }

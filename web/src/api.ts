@@ -78,6 +78,13 @@ export interface LedgerPage {
   next_cursor: string | null;
 }
 
+/** An account's own upstream credential as the API shows it: never the secret (docs/credentials.md). */
+export interface Credential {
+  provider: 'openai' | 'anthropic' | 'google';
+  hint: string;
+  set_at: string;
+}
+
 export interface AuditEvent {
   time: string;
   action: string;
@@ -243,5 +250,8 @@ export const api = {
   reveal: (id: string) => call<Secret>('POST', `/v1/keys/${enc(id)}/reveal`, {}),
   roll: (id: string, graceSeconds: number) => call<Key & Secret>('POST', `/v1/keys/${enc(id)}/roll`, { grace_seconds: graceSeconds }),
   revoke: (id: string) => call<Key>('POST', `/v1/keys/${enc(id)}/revoke`, {}),
+  credentials: async (account: string) => (await call<{ credentials: Credential[] }>('GET', `/v1/accounts/${enc(account)}/credentials`)).credentials,
+  setCredential: (account: string, provider: string, secret: string) => call<Credential>('PUT', `/v1/accounts/${enc(account)}/credentials/${enc(provider)}`, { secret }),
+  removeCredential: (account: string, provider: string) => call<null>('DELETE', `/v1/accounts/${enc(account)}/credentials/${enc(provider)}`),
   usage: (id: string, days = 30) => call<{ key_id: string; currency: string; days: KeyDay[] }>('GET', `/v1/keys/${enc(id)}/usage?days=${days}`),
 };

@@ -7,6 +7,7 @@ import { html, nothing, render, type TemplateResult } from 'lit-html';
 import { keyed } from 'lit-html/directives/keyed.js';
 import { usageChart } from './usage-chart.ts';
 import { actorWords, can, createdByMe, loadPeople, membersView, PEOPLE_ACTION_WORDS, personBar, pickAccount, ssoView } from './people.ts';
+import { credentialsView, loadCredentials } from './credentials.ts';
 import { amountProblem, expiryProblem, KEY_LIMITS, modelsProblem, nameProblem, parseAmountText, splitModels } from '../../src/core/key-rules.ts';
 import { formatRate, parseRateText, RATE_UNITS, rateProblem, type Rate, type RateUnit } from '../../src/core/rate-text.ts';
 import {
@@ -245,7 +246,7 @@ async function onSignOut(): Promise<void> {
 
 /** Reloads everything the page shows (after sign-in, a change, or coming back online). */
 async function reload(): Promise<void> {
-  await Promise.all([loadKeys(), loadAccount(), loadLedger(), loadAudit()]);
+  await Promise.all([loadKeys(), loadAccount(), loadLedger(), loadAudit(), state.session ? loadCredentials(state.session.account, read, update) : undefined]);
 }
 
 /** Runs a read; a 401 ends the session (with the server's reason); else the error is the section's. */
@@ -1090,7 +1091,7 @@ function accountView(): TemplateResult {
   }
   return html`<section class="account card" aria-labelledby="account-title">
     <h2 id="account-title">Account</h2>
-    ${balance} ${ledgerView()}
+    ${balance} ${state.session ? credentialsView(state.session.account, read, update, () => void loadAudit()) : nothing} ${ledgerView()}
   </section>`;
 }
 
@@ -1146,6 +1147,8 @@ const ACTION_WORDS: Record<string, string> = {
   credit: 'Wallet credited',
   token_create: 'Token created',
   token_revoke: 'Token revoked',
+  credential_set: 'Upstream credential set',
+  credential_remove: 'Upstream credential removed',
 };
 
 function auditView(): TemplateResult {

@@ -125,10 +125,25 @@ export const overwrite = (key: string, value: string): HeaderValueOption => ({ h
  * response is built each time (`allowResponse(parts, opts, rate)`), never kept.
  */
 const ALLOW_PARTS = ['accountId', 'keyId', 'model'] as const;
-export type AllowParts = Pick<Allow, (typeof ALLOW_PARTS)[number]>;
+/**
+ * `upstream` (an account's own credential) is not part of `allowKey`: an allow that carries one is
+ * never kept under that key (its bytes hold the secret), only by the allow's identity, which lives
+ * as long as the cached credential version (`CheckAnswers`).
+ */
+export type AllowParts = Pick<Allow, (typeof ALLOW_PARTS)[number] | 'upstream'>;
 
 export function allowParts(d: Allow): AllowParts {
-  return { accountId: d.accountId, keyId: d.keyId, model: d.model };
+  return d.upstream === undefined ? { accountId: d.accountId, keyId: d.keyId, model: d.model } : { accountId: d.accountId, keyId: d.keyId, model: d.model, upstream: d.upstream };
+}
+
+/**
+ * The key headers removed upstream: all three, but the one the account's own credential is set in
+ * (Envoy applies an answer's removals after its sets, so a removed header would drop the credential).
+ */
+export function headersToRemove(opts: ResponseOptions, upstream: AllowParts['upstream']): readonly string[] {
+  if (!opts.stripKeyHeaders) return [];
+  if (upstream === undefined) return KEY_HEADERS;
+  return KEY_HEADERS.filter((h) => h !== upstream.header);
 }
 
 /** A string that differs whenever any allow part differs (length-prefixed; `null` kept apart from any string). */
@@ -146,8 +161,10 @@ export function allowResponse(p: AllowParts, opts: ResponseOptions, rate: AllowR
   if (p.model !== null) fields.model = { stringValue: p.model };
   const ok: { headers: HeaderValueOption[]; headers_to_remove: readonly string[]; response_headers_to_add?: HeaderValueOption[] } = {
     headers: [overwrite(opts.accountHeader, p.accountId), overwrite(opts.keyIdHeader, p.keyId)],
-    headers_to_remove: opts.stripKeyHeaders ? KEY_HEADERS : [],
+    headers_to_remove: headersToRemove(opts, p.upstream),
   };
+  // The account's own credential in place of the gateway's (OVERWRITE): the upstream sees it alone.
+  if (p.upstream !== undefined) ok.headers.push(overwrite(p.upstream.header, p.upstream.value));
   if (rate !== null) {
     if (rate.headers.length > 0) ok.response_headers_to_add = rate.headers.map(([k, v]) => overwrite(k, v));
     if (rate.limit !== null) {

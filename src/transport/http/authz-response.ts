@@ -45,7 +45,9 @@ export function authzResponse(outcome: CheckOutcome, mode: AuthzMode, opts: Resp
       ['x-request-id', outcome.requestId],
       ['cache-control', 'no-store'],
     ];
-    if (opts.stripKeyHeaders) headers.push([REMOVE_HEADER, KEY_HEADER_LIST]);
+    // The account's own credential (SPEC 18) in place of the gateway's; it is then not among the removed headers.
+    if (d.upstream !== undefined) headers.push([d.upstream.header, d.upstream.value]);
+    if (opts.stripKeyHeaders) headers.push([REMOVE_HEADER, d.upstream === undefined ? KEY_HEADER_LIST : KEY_HEADERS.filter((h) => h !== d.upstream!.header).join(',')]);
     if (d.rate) for (const [k, v] of d.rate.headers) headers.push([k, v]);
     return { status: 200, headers, body: '' };
   }

@@ -42,6 +42,7 @@ export class CheckAnswers {
     const known = this.#byAllow.get(d);
     if (known !== undefined) return known;
     const parts = allowParts(d);
+    if (d.upstream !== undefined) return this.#withCredential(d, parts);
     // A rate-limited key's allow carries headers that change with every request (remaining, reset):
     // built each time, never kept. Keys and accounts without rates (`rate` absent) keep this cache.
     if (d.rate != null) {
@@ -55,6 +56,22 @@ export class CheckAnswers {
       if (this.#allowFrames.size >= ALLOW_FRAMES_MAX) this.#allowFrames.clear();
       this.#allowFrames.set(k, frame);
     }
+    if (d.model === null) this.#byAllow.set(d, frame);
+    return frame;
+  }
+
+  /**
+   * An allow carrying an account's own credential: its bytes hold the secret, so they are kept only
+   * by the allow's identity (a plain allow is one object per credential version and grant: dropped
+   * with them), never under `allowKey` in the long-lived maps; a rated or model-read one is built
+   * each time.
+   */
+  #withCredential(d: Allow, parts: AllowParts): Buffer {
+    if (d.rate != null) {
+      this.ratedBuilt++;
+      return frameMessage(checkResponseFields(allowResponse(parts, this.#opts, d.rate)));
+    }
+    const frame = frameMessage(checkResponseFields(allowResponse(parts, this.#opts)));
     if (d.model === null) this.#byAllow.set(d, frame);
     return frame;
   }
