@@ -281,6 +281,23 @@ export const UsageBooked = z.object({
   amount_micros: z.number().int(),
   balance_micros: z.number().int().nullable().describe('the balance after the record; null when the account has no wallet, or on a repeat'),
 });
+export const PriceBasis = z
+  .object({
+    rule: z.string().describe('which rule priced it: table, table-catalog-model, catalog, provider-wildcard, wildcard, requested-…, unpriced, recorded'),
+    model: z.string().nullable().describe('the name that priced it: the table field or provider/id of the catalog model'),
+    source: z.enum(['table', 'catalog', 'record']).nullable(),
+    catalog_version: z.string().nullable(),
+    tier: z.number().int().nullable().describe('the whole-request tier applied: input tokens above this many; null: the base price'),
+    service_tier: z.string().nullable(),
+    multiplier: z.string().describe('service tier × account multiplier (decimal)'),
+    parts: z.record(z.string(), z.string()).describe('class → micro-units (exact decimal); they sum to the amount before its one ceiling'),
+    service_tier_multiplier: z.string().optional(),
+    account_multiplier: z.string().optional(),
+    catalog_model: z.string().nullable().optional().describe('the catalog model the name resolved to (provider/id)'),
+    counts: z.record(z.string(), z.number()).optional().describe('class → tokens (web_search: calls)'),
+    prices: z.record(z.string(), z.number()).optional().describe('class → micro-units per million tokens (web_search: per thousand calls)'),
+    unknown_service_tier: z.literal(true).optional().describe('the response named a service tier without a multiplier: priced at the standard rate'),
+  });
 export const UsageEntry = z.object({
   id: z.string().describe('the usage-log entry id'),
   time: isoTime,
@@ -297,6 +314,7 @@ export const UsageEntry = z.object({
   source: z.enum(['meter', 'record']).describe('meter: read from a response by metering; record: a usage record (POST /v1/usage, `keygate usage record`)'),
   estimated: z.boolean().describe('true: a token count was estimated, not reported (e.g. a stream cut before its usage); metered bookings only'),
   unpriced: z.boolean().describe('true: no price matched the model, so it was booked at 0 with its tokens; metered bookings only'),
+  price: PriceBasis.optional().describe('why this price (docs/metering.md, "Why this price"); absent on entries written before it existed'),
 });
 export const UsageList = z.object({
   entries: z.array(UsageEntry).describe('oldest first'),

@@ -16,6 +16,7 @@ import { ProblemLog } from './problem-log.ts';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PriceTable } from './pricing.ts';
+import type { PriceCatalog } from '../prices/catalog.ts';
 import { priceBooking, type Booker } from './booker.ts';
 import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
 import type { MeteringMetrics } from '../telemetry/metering-metrics.ts';
@@ -33,6 +34,8 @@ export interface MeterDeps {
   readonly booker: Booker;
   /** The price table now (the cached record; a promise when it must be read). */
   readonly prices: () => PriceTable | Promise<PriceTable>;
+  /** The price catalog under the table (null or absent: off, `KEYGATE_PRICE_CATALOG=false`). */
+  readonly catalog?: PriceCatalog | null;
   readonly metrics: MeteringMetrics;
   readonly log: Logger;
   readonly options: Omit<MeterOptions, 'newRequestId'>;
@@ -146,7 +149,7 @@ export class Meter {
       }
       table = later;
     }
-    const priced = priceBooking(o.booking, table, endedAt);
+    const priced = priceBooking(o.booking, table, endedAt, this.#d.catalog ?? null, n.requestedModel);
     const t = n.trace;
     const p = n.endpointKind === null ? priced : { ...priced, context: { operation: n.endpointKind, requestModel: n.requestedModel, traceparent: t?.parent, tracestate: t?.state, startedAtMs: openedAt } };
     if (p.unpriced) m.unpriced.inc();

@@ -16,6 +16,7 @@ import { Booker, redisBookingWrite } from './booker.ts';
 import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
+import { priceCatalog } from '../prices/index.ts';
 
 /**
  * The price table now: the cached record; when the store cannot answer, the last table read (a
@@ -71,6 +72,7 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
   meter = new Meter({
     booker,
     prices: priceSource(store),
+    catalog: priceCatalog(config.priceCatalog),
     metrics: mm,
     log,
     options: { ...DEFAULT_METER_OPTIONS, forceUsage: config.meterForceUsage, keyIdHeader: config.keyIdHeader, accountHeader: config.accountHeader },
