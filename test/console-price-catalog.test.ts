@@ -98,6 +98,23 @@ describe('the management API', () => {
     expect(await snapshot(db)).toEqual(before);
   });
 
+  it('PATCH /v1/accounts/{account} {price_multiplier}: set, shown in the account view, audited; bad ones refused, nothing changed; owners may not', async () => {
+    const acct = `pm-${randomBytes(3).toString('hex')}`;
+    const r = await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: admin, body: { price_multiplier: '1.2' } });
+    expect([r.status, r.body.price_multiplier]).toEqual([200, '1.2']);
+    expect((await callApi(base, 'GET', `/v1/accounts/${acct}`, { token: admin })).body.price_multiplier).toBe('1.2');
+    expect((await callApi(base, 'GET', '/v1/audit?limit=1', { token: admin })).body.events[0]).toMatchObject({ action: 'update', account: acct, changes: { price_multiplier: '1.2' } });
+    const before = await snapshot(db);
+    for (const bad of ['-1', '1.2.3', '1e2', '1001', 'x', '0.0000001']) {
+      const b = await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: admin, body: { price_multiplier: bad } });
+      expect([bad, b.status, b.body.error.code]).toEqual([bad, 400, 'INVALID_INPUT']);
+    }
+    expect((await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: owner, body: { price_multiplier: '0' } })).status).toBe(403);
+    expect(await snapshot(db)).toEqual(before);
+    const one = await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: admin, body: { price_multiplier: 1 } });
+    expect([one.status, one.body.price_multiplier]).toEqual([200, undefined]);
+  });
+
   it('the OpenAPI document describes the new routes and the usage entry\'s price', async () => {
     const doc = (await callApi(base, 'GET', '/openapi.json')).body;
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/prices/{model}', '/v1/price-catalog']));

@@ -106,6 +106,22 @@ describe('the provider\'s list price, with nothing but the catalog and keygate d
     expectWhy(e2, { answered: 'gemini-2.0-flash-001', pricedBy: 'google/gemini-2.0-flash', parts: { input: '1.2', output: '2' } });
   });
 
+  it('the account\'s price multiplier (`accounts update --price-multiplier`) applies last: 1.5 × 80 = 120; 0 makes it free', async () => {
+    expect(await keygate(['accounts', 'update', account, '--price-multiplier', '1.5'])).toBe(`Account ${account}: price multiplier 1.5.\n`);
+    expect(JSON.parse(await keygate(['accounts', 'show', account, '--json']))).toMatchObject({ id: account, price_multiplier: '1.5' });
+    await new Promise((r) => setTimeout(r, 500)); // the sidecar sees the account change within its staleness bound
+    const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    const chat = async () => void (await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }));
+    const e = await expectDebit(GPT_4O * 1.5, chat);
+    expect(e.price).toMatchObject({ rule: 'catalog', multiplier: '1.5', account_multiplier: '1.5', service_tier_multiplier: '1', parts: { input: '45', output: '75' } });
+    await keygate(['accounts', 'update', account, '--price-multiplier', '0']);
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await expectDebit(0, chat)).price).toMatchObject({ multiplier: '0', parts: { input: '0', output: '0' } });
+    await keygate(['accounts', 'update', account, '--price-multiplier', '1']);
+    expect(JSON.parse(await keygate(['accounts', 'show', account, '--json'])).price_multiplier).toBeUndefined();
+    await expect(keygate(['accounts', 'update', account, '--price-multiplier', '1.0000001'])).rejects.toThrow(/price multiplier must be a decimal/);
+  });
+
   it('`keygate prices show` explains each dated name; `prices catalog` names the version; the usage export carries the price', async () => {
     const shown = JSON.parse(await keygate(['prices', 'show', 'gpt-4o-2024-08-06', '--json']));
     expect(shown).toMatchObject({ model: 'gpt-4o-2024-08-06', provider: 'openai', rule: 'catalog', priced_by: 'openai/gpt-4o', source: 'catalog', catalog_model: 'openai/gpt-4o', catalog_version: VERSION, price: { prices: { input: 2_500_000, output: 10_000_000, cached_input: 1_250_000 } } });

@@ -98,8 +98,9 @@ export const UpdateAccountBody = z
   .strictObject({
     rate: RequestRate.nullable().optional().describe('request rate of the whole account; null removes it'),
     token_rate: TokenRate.nullable().optional().describe('token rate of the whole account; null removes it'),
+    price_multiplier: z.union([z.string().max(16), z.number()]).optional().describe('the account\'s price multiplier for metered usage, applied after everything else: a decimal from 0 to 1000 with at most 6 decimals ("1.2"; 0 = free; 1 = the default)'),
   })
-  .refine((b) => b.rate !== undefined || b.token_rate !== undefined, { message: 'give at least one of rate, token_rate' });
+  .refine((b) => b.rate !== undefined || b.token_rate !== undefined || b.price_multiplier !== undefined, { message: 'give at least one of rate, token_rate, price_multiplier' });
 
 export const UpdateKeyBody = z
   .strictObject({
@@ -243,6 +244,7 @@ export const Account = z.object({
   token_rate: TokenRate.nullable(),
   rate_use: RateUses,
   currency: z.string().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
+  price_multiplier: z.string().optional().describe('the price multiplier of the account\'s metered usage (decimal), present when set (absent: 1)'),
   bare_models: BareModels.describe(
     "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
   ),

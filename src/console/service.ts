@@ -16,6 +16,7 @@
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
  *   const { id, key } = await kc.createKey({ account: 'acct-42', name: 'ci', models: ['openai/*'] });
  */
+import { accountPriceMultiplier, setAccountPriceMultiplier } from './price-multiplier.ts';
 import { catalogEnabled, priceCatalog } from '../prices/index.ts';
 import { catalogEntries, catalogInfo, explainPrice, type CatalogEntryJson, type CatalogInfo, type PriceExplanation } from './price-catalog.ts';
 import type { AccountStatus, Schema } from '../schema/redis-schema.ts';
@@ -230,6 +231,16 @@ export class ConsoleService {
           event: mgmt.eventJson(actor, 'price_set', null, null, { model: m, input_micros: p.input, output_micros: p.output, cached_input_micros: p.cachedInput ?? null, cache_write_micros: p.cacheWrite ?? null, ...(p.extra || p.tiers || p.serviceTiers ? { classes: priceJson({ model: m, ...p }) } : {}) }),
         })),
     );
+  }
+
+  /** The account's price multiplier, decimal text ("1" when none is set). */
+  accountPriceMultiplier(account: string): Promise<string> {
+    return accountPriceMultiplier(this.#c, account);
+  }
+
+  /** Sets the account's price multiplier (decimal text; "1" removes it); audited as `update`. */
+  setAccountPriceMultiplier(account: string, multiplier: string, actor?: Actor): Promise<string> {
+    return setAccountPriceMultiplier(this.#c, account, multiplier, actor);
   }
 
   /** The price catalog in use (KEYGATE_PRICE_CATALOG; docs/metering.md, "The price catalog"). */

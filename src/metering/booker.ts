@@ -59,8 +59,8 @@ export type BookingWrite = (batch: readonly PricedBooking[]) => Promise<BookResu
  * Prices a booking with the table and the catalog (null: off), in the order of src/prices/resolve.ts
  * (the response's model, then the requested one); no match → 0, unpriced. The basis says why.
  */
-export function priceBooking(b: Booking, table: PriceTable, endedAt: number, catalog: PriceCatalog | null = null, requested: string | null = null): PricedBooking & { clamped: boolean } {
-  const p = priceBookingUsage({ table, catalog }, b.family, b.model, requested, b, endedAt);
+export function priceBooking(b: Booking, table: PriceTable, endedAt: number, catalog: PriceCatalog | null = null, requested: string | null = null, accountMultiplier?: bigint): PricedBooking & { clamped: boolean } {
+  const p = priceBookingUsage({ table, catalog }, b.family, b.model, requested, b, endedAt, accountMultiplier);
   return { booking: b, amountMicros: p.amount, unpriced: p.unpriced, endedAt, clamped: p.clamped, basis: p.basis };
 }
 

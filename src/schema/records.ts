@@ -8,6 +8,7 @@
  * A decoder never throws: a record that does not follow the schema decodes to a value the phase
  * denies (fail closed), and `corrupt` names why, for the operator's log (once per record).
  */
+import { parsePriceMultiplier, PRICE_MULTIPLIER_FIELD } from './account-price.ts';
 import { PriceTable } from '../metering/pricing.ts';
 import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
@@ -68,16 +69,20 @@ export const KEY_RECORD: RecordType<ParsedKey> = {
 export interface AccountState {
   readonly blocked: boolean | 'corrupt';
   readonly rates: Rates;
+  /** The account's price multiplier for metering (10^-6 units; absent: 1; 'corrupt': off the schema, priced at 1). */
+  readonly priceMultiplier?: bigint | 'corrupt';
 }
 const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES });
 const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES });
 const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES });
 
-/** An HMGET of `status`, `rate`, `token_rate` (shared objects for an account without rates). */
+/** An HMGET of `status`, `rate`, `token_rate`, `price_multiplier` (shared objects for an account without rates or multiplier). */
 export function parseAccountState(values: readonly (string | null)[]): AccountState {
   const blocked = parseAccountBlocked(values[0] ?? null);
   const rates = parseRateFields(values[1], values[2]);
   if (blocked === 'corrupt' || typeof rates === 'string') return ACCOUNT_CORRUPT;
+  const priceMultiplier = parsePriceMultiplier(values[3]);
+  if (priceMultiplier !== undefined) return { blocked, rates, priceMultiplier };
   if (rates === NO_RATES) return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
   return { blocked, rates };
 }
@@ -86,7 +91,7 @@ export function parseAccountState(values: readonly (string | null)[]): AccountSt
 export const ACCOUNT_RECORD: RecordType<AccountState> = {
   name: 'account',
   key: (s, accountId) => s.account(accountId),
-  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS)),
+  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, PRICE_MULTIPLIER_FIELD)),
   corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, or a rate is not N/UNIT' : undefined),
   negative: () => false,
 };
