@@ -289,6 +289,9 @@ describe('what a user of keygate dev sees of metered answers', () => {
     await row.getByRole('button', { name: '30 days' }).click();
     const summary = `Last 30 days: ${money(b.micros)} USD spent, ${b.count} requests, ${b.input} input and ${b.output} output tokens.`;
     await page.locator(`#key-${id}-usage`).getByText(summary).waitFor();
+    // issue 34: the ledger shows how each metered charge was priced (the name that priced it, the rule)
+    await page.locator('.ledger').getByText('priced as openai/gpt-4o (catalog)').first().waitFor();
+    await page.locator('.ledger').getByText('priced as google/gemini-2.0-flash (catalog)').first().waitFor({ state: 'attached' });
   }, 60_000);
 
   it('a wallet driven below zero by metered answers gets 402 on the next request, in every SDK; nothing more is booked', async () => {

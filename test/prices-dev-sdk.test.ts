@@ -132,6 +132,11 @@ describe('the provider\'s list price, with nothing but the catalog and keygate d
     expect(text).toContain('priced by      google/gemini-2.0-flash (rule catalog, source catalog)');
     expect(text).toMatch(/input 0\.1\b/);
     expect(await keygate(['prices', 'catalog'])).toContain(VERSION);
+    // the account's ledger (the page's source) names the rule and the priced model of each metered charge
+    const ledger = await fetch(`${stack!.dev.ctx.console!.url}/v1/accounts/${account}/ledger?limit=50`, { headers: { authorization: `Bearer ${stack!.dev.ctx.console!.token}` } });
+    const charges = ((await ledger.json()) as { entries: { type: string; model: string | null; price_rule?: string; priced_by?: string | null }[] }).entries.filter((e) => e.type === 'charge');
+    expect(charges.length).toBeGreaterThanOrEqual(6);
+    expect(charges.find((e) => e.model === 'claude-haiku-4-5-20251001')).toMatchObject({ price_rule: 'catalog', priced_by: 'anthropic/claude-haiku-4-5' });
     const lines = (await keygate(['usage', 'export', '--account', account, '--since', new Date(Date.now() - 3_600_000).toISOString()])).trim().split('\n').map((l) => JSON.parse(l) as { price?: { rule: string } });
     expect(lines.length).toBeGreaterThanOrEqual(6);
     expect(lines.every((l) => l.price?.rule === 'catalog')).toBe(true);

@@ -262,6 +262,8 @@ export const LedgerEntry = z.object({
   request_id: z.string().nullable().describe("a charge's request id"),
   key_id: z.string().nullable().describe('the key a charge was booked to'),
   model: z.string().nullable(),
+  price_rule: z.string().optional().describe("a metered charge's price rule (table, table-catalog-model, catalog, …, unpriced; docs/metering.md \"Which price\")"),
+  priced_by: z.string().nullable().optional().describe('the name that priced a metered charge: the table field or provider/id of the catalog model'),
 });
 export const Ledger = z.object({
   currency: z.string(),
