@@ -18,7 +18,7 @@ import { priceBooking } from '../../src/metering/booker.ts';
 import { PriceTable } from '../../src/metering/pricing.ts';
 import type { Booking } from '../../src/metering/session.ts';
 import { encodePrice, type PriceRecord } from '../../src/schema/prices.ts';
-import { run } from './metering-helpers.ts';
+import { run, splitAt } from './metering-helpers.ts';
 
 const FIX = join(import.meta.dirname, '..', 'fixtures', 'prices');
 /** The booking time of every case: the catalog's prices that change on a date are chosen at it. */
@@ -174,6 +174,19 @@ describe('price conformance: recorded responses × prices → micro-units', () =
     // the parts make the amount: their exact sum, rounded up once
     const sum = Object.values(basis.parts).reduce((a, v) => a + Number(v), 0);
     expect(Math.ceil(sum - 1e-9)).toBe(p.amountMicros);
+  });
+
+  it('every fixture read split at every byte boundary gives the same booking (the new fields included)', async () => {
+    for (const file of [...new Set(CASES.map((c) => c.file))]) {
+      const c = CASES.find((x) => x.file === file)!;
+      const body = readFileSync(join(FIX, file));
+      const whole = await booking(c);
+      for (let i = 1; i < body.length; i++) {
+        const { outcome } = await run({ path: c.path, contentType: c.type, chunks: splitAt(body, [i]) });
+        if (outcome.kind !== 'booking') throw new Error(`${file} split at ${i}: no booking`);
+        expect(outcome.booking, `${file} split at ${i}`).toEqual(whole);
+      }
+    }
   });
 
   it('unpriced: no table, the catalog off, an unknown name → 0, marked, with the rule', async () => {
