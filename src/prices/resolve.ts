@@ -11,7 +11,7 @@
  *   5. unpriced.
  * With the catalog turned off, step 2 and its requested form are skipped.
  */
-import { CATALOG_PROVIDERS, specAt, type CatalogModel, type PriceCatalog } from './catalog.ts';
+import { dashedDates, matches, specAt, type CatalogModel, type PriceCatalog } from './catalog.ts';
 import type { PriceSpec } from './price.ts';
 
 export type PriceRule =
@@ -31,25 +31,38 @@ export interface TableLookup {
   fields(): Iterable<string>;
 }
 
-/** Per table and catalog: catalog model (`provider/id`) → the first table name (sorted) that resolves to it. */
-const aliases = new WeakMap<TableLookup, { catalog: PriceCatalog; map: Map<string, string> }>();
+/** Per table and catalog: its fields sorted, and catalog model (`provider/id`) → the first table name that resolves to it (or none). */
+const aliases = new WeakMap<TableLookup, { catalog: PriceCatalog; fields: string[]; map: Map<string, string | null> }>();
 
+/**
+ * The first table name (sorted) that itself resolves to catalog model `cm`, or null. Only names
+ * that pass `cm`'s own match rule are resolved (one rule per name, not the whole catalog), and the
+ * answer is kept per table and model: a table of 10 000 names costs one pass per catalog model seen.
+ */
 function aliasOf(table: TableLookup, catalog: PriceCatalog, cm: CatalogModel): string | null {
   let a = aliases.get(table);
   if (a === undefined || a.catalog !== catalog) {
-    const map = new Map<string, string>();
-    for (const f of [...table.fields()].sort()) {
-      if (f === '*' || f.endsWith('/*')) continue;
-      const slash = f.indexOf('/');
-      const tries: [string, string][] = slash > 0 ? [[f.slice(0, slash), f.slice(slash + 1)]] : CATALOG_PROVIDERS.map((p) => [p, f]);
-      for (const [p, n] of tries) {
-        const m = catalog.match(p, n);
-        if (m !== null && !map.has(`${m.provider}/${m.id}`)) map.set(`${m.provider}/${m.id}`, f);
-      }
-    }
-    aliases.set(table, (a = { catalog, map }));
+    const fields = [...table.fields()].filter((f) => f !== '*' && !f.endsWith('/*')).sort();
+    aliases.set(table, (a = { catalog, fields, map: new Map() }));
   }
-  return a.map.get(`${cm.provider}/${cm.id}`) ?? null;
+  const key = `${cm.provider}/${cm.id}`;
+  const hit = a.map.get(key);
+  if (hit !== undefined) return hit;
+  let found: string | null = null;
+  for (const f of a.fields) {
+    const slash = f.indexOf('/');
+    const p = slash > 0 ? f.slice(0, slash) : cm.provider;
+    if (p !== cm.provider) continue;
+    let n = slash > 0 ? f.slice(slash + 1) : f;
+    if (n.startsWith('models/')) n = n.slice(7);
+    if (!matches(cm.match, n) && !matches(cm.match, dashedDates(n))) continue;
+    if (catalog.match(p, n) === cm) {
+      found = f;
+      break;
+    }
+  }
+  a.map.set(key, found);
+  return found;
 }
 
 export interface Resolution {
