@@ -121,6 +121,8 @@ export const configSchema = z.object({
   meterMaxStreams: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   meterMaxStreamMs: z.coerce.number().int().min(1000).max(24 * 3600_000).default(15 * 60_000),
   meterFlushMs: z.coerce.number().int().min(10).max(1000).default(250),
+  /** Price from the catalog of @pydantic/genai-prices under the operator's table (docs/metering.md, "The price catalog"). */
+  priceCatalog: bool.default(true),
   storeMaxInflight: z.coerce.number().int().min(1).max(100_000).default(256),
   stalenessBoundMs: z.coerce.number().int().min(30).max(60_000).default(250),
   grpcTransport: z.enum(['h2', 'grpc-js']).default('h2'),
@@ -175,6 +177,7 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   meterMaxStreams: 'KEYGATE_METER_MAX_STREAMS',
   meterMaxStreamMs: 'KEYGATE_METER_MAX_STREAM_MS',
   meterFlushMs: 'KEYGATE_METER_FLUSH_MS',
+  priceCatalog: 'KEYGATE_PRICE_CATALOG',
   storeMaxInflight: 'KEYGATE_STORE_MAX_INFLIGHT',
   stalenessBoundMs: 'KEYGATE_STALENESS_BOUND_MS',
   grpcTransport: 'KEYGATE_GRPC_TRANSPORT',

@@ -22,6 +22,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   meterMaxStreams: ['0', '-1', 'x', '1.5'],
   meterMaxStreamMs: ['999', 'x'],
   meterFlushMs: ['5', '1001'],
+  priceCatalog: ['maybe'],
   bareModelProviders: ['openai', 'azure=openai', 'openai=', 'openai=bad provider', 'openai=a,openai=b', '=openai'],
   errorDomain: ['bad domain', ''],
   redisTimeoutMs: ['0', '5', 'x', '1000000'],

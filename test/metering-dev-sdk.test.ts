@@ -3,8 +3,9 @@
  * Anthropic and Google SDKs, streamed and not, call the dev gateway with the demo key; the gateway opens a Process stream to the sidecar
  * per allowed request (request headers, the OpenAI request body, response headers, body chunks,
  * the identity forwarded as ext_authz metadata) and the stub upstream answers with usage in each
- * family's shape. Each call debits the demo wallet by exactly its priced amount (dev's price
- * table), and the OpenAI stream got its usage because the sidecar asked for it.
+ * family's shape, naming the dated snapshot as the real APIs do (gpt-4o → gpt-4o-2024-08-06). Each
+ * call debits the demo wallet by exactly its priced amount (dev prices from the catalog of
+ * @pydantic/genai-prices), and the OpenAI stream got its usage because the sidecar asked for it.
  *
  * Then the rest of what a user sees (the "Done when" of metering and of token rates): the demo
  * key's tokens and spend in `keygate keys show` (the real CLI, text and --json) and on the "API
@@ -25,11 +26,11 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_DEMO_CREDIT_MICROS, startDev } from '../src/dev/index.ts';
 import { STUB_USAGE, UPSTREAM_TEXT } from '../src/dev/stub-upstream.ts';
-import { formatAmount, parseUsageEntry } from '../src/schema/money.ts';
+import { formatAmount } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { freePort } from './helpers/redis-server.ts';
-import { waitFor } from './helpers/sidecars.ts';
+import { expectDebit as debit } from './helpers/dev-stack.ts';
 import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
 import { money } from '../web/src/format.ts';
 
@@ -69,15 +70,7 @@ const booked = new Map<string, { micros: number; input: number; output: number; 
 
 /** Runs `call`, then waits for its booking: the wallet must go down by exactly `cost`, once. */
 async function expectDebit(cost: number, call: () => Promise<void>): Promise<Record<string, unknown>> {
-  const before = await balance();
-  const entries = await db.xlen(s.usageLog(account));
-  await call();
-  await waitFor(async () => (await db.xlen(s.usageLog(account))) > entries, 'the booking', 10_000);
-  await new Promise((r) => setTimeout(r, 300));
-  expect(before - (await balance())).toBe(cost);
-  expect(await db.xlen(s.usageLog(account))).toBe(entries + 1);
-  const [id, flat] = ((await db.xrevrange(s.usageLog(account), '+', '-', 'COUNT', 1)) as [string, string[]][])[0]!;
-  const e = parseUsageEntry(account, id, flat) as unknown as Record<string, unknown>;
+  const e = (await debit(db, account, cost, call)) as unknown as Record<string, unknown>;
   const b = booked.get(e.keyId as string) ?? { micros: 0, input: 0, output: 0, count: 0 };
   booked.set(e.keyId as string, { micros: b.micros + cost, input: b.input + (e.inputTokens as number), output: b.output + (e.outputTokens as number), count: b.count + 1 });
   return e;
@@ -117,15 +110,17 @@ function keygate(args: string[]): Promise<string> {
   );
 }
 
-// dev's prices (DEV_PRICES), 12 input and 5 output tokens each:
-/** openai/*: 12 × 2.5 + 5 × 10 = 80 micro-units. */
+// The catalog's list prices (issue 34: dev prices from the catalog, no table), 12 input and 5 output tokens each:
+/** gpt-4o (answered gpt-4o-2024-08-06): 12 × 2.5 + 5 × 10 = 80 micro-units. */
 const OPENAI = 80;
-/** openai/* for an embedding: 12 × 2.5 = 30 (no output tokens). */
-const OPENAI_EMBEDDING = 30;
-/** anthropic/*: 12 × 3 + 5 × 15 = 111. */
+/** gpt-3.5-turbo-instruct: 12 × 1.5 + 5 × 2 = 28. */
+const OPENAI_INSTRUCT = 28;
+/** text-embedding-3-small: 12 × 0.02 = 0.24 → 1 (no output tokens). */
+const OPENAI_EMBEDDING = 1;
+/** claude-sonnet-4-6: 12 × 3 + 5 × 15 = 111. */
 const ANTHROPIC = 111;
-/** google/*: 12 × 0.3 + 5 × 2.5 = 16.1 → 17. */
-const GOOGLE = 17;
+/** gemini-2.0-flash (answered gemini-2.0-flash-001): 12 × 0.1 + 5 × 0.4 = 3.2 → 4. */
+const GOOGLE = 4;
 
 describe('keygate dev meters the official SDKs', () => {
   it('the demo wallet starts funded', async () => {
@@ -139,7 +134,7 @@ describe('keygate dev meters the official SDKs', () => {
       const r = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] });
       expect(r.choices[0]!.message.content).toBe(UPSTREAM_TEXT);
     });
-    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, source: 'meter', estimated: false, model: 'gpt-4o' });
+    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, source: 'meter', estimated: false, model: 'gpt-4o-2024-08-06' });
   });
 
   it('OpenAI chat, streamed: keygate asked for usage, the SDK still reads the stream', async () => {
@@ -175,16 +170,16 @@ describe('keygate dev meters the official SDKs', () => {
       expect(text).toBe(UPSTREAM_TEXT);
       expect(done).toBe(true);
     });
-    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, model: 'gpt-4o', estimated: false });
+    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, model: 'gpt-4o-2024-08-06', estimated: false });
   });
 
   it('OpenAI completions, not streamed and streamed (keygate asked the stream for usage)', async () => {
     const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
-    await expectDebit(OPENAI, async () => {
+    await expectDebit(OPENAI_INSTRUCT, async () => {
       const r = await client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi' });
       expect(r.choices[0]!.text).toBe(UPSTREAM_TEXT);
     });
-    const e = await expectDebit(OPENAI, async () => {
+    const e = await expectDebit(OPENAI_INSTRUCT, async () => {
       let text = '';
       for await (const c of await client.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi', stream: true })) text += c.choices[0]?.text ?? '';
       expect(text).toBe(UPSTREAM_TEXT);
@@ -229,7 +224,7 @@ describe('keygate dev meters the official SDKs', () => {
       for await (const c of await ai.models.generateContentStream({ model: 'gemini-2.0-flash', contents: 'hi' })) text += c.text ?? '';
       expect(text).toBe(UPSTREAM_TEXT);
     });
-    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, model: 'gemini-2.0-flash' });
+    expect(e).toMatchObject({ inputTokens: STUB_USAGE.input, outputTokens: STUB_USAGE.output, model: 'gemini-2.0-flash-001' });
   });
 });
 
@@ -296,6 +291,9 @@ describe('what a user of keygate dev sees of metered answers', () => {
     await row.getByRole('button', { name: '30 days' }).click();
     const summary = `Last 30 days: ${money(b.micros)} USD spent, ${b.count} requests, ${b.input} input and ${b.output} output tokens.`;
     await page.locator(`#key-${id}-usage`).getByText(summary).waitFor();
+    // issue 34: the ledger shows how each metered charge was priced (the name that priced it, the rule)
+    await page.locator('.ledger').getByText('priced as openai/gpt-4o (catalog)').first().waitFor();
+    await page.locator('.ledger').getByText('priced as google/gemini-2.0-flash (catalog)').first().waitFor({ state: 'attached' });
   }, 60_000);
 
   it('a wallet driven below zero by metered answers gets 402 on the next request, in every SDK; nothing more is booked', async () => {

@@ -295,11 +295,12 @@ export function registerConsoleCommands(program: Command): void {
   common(accounts.command('show').description("an account's status, wallet, rates and tokens").argument('<account-id>', 'account id')).action(async (account: string, o: Common) => {
     await withConsole(o, async (kc) => {
       const a = await kc.accountInfo(account);
-      if (o.json) return json(accountJson(a));
+      const m = await kc.accountPriceMultiplier(account); // section 16: shown when set
+      if (o.json) return json({ ...accountJson(a), ...(m !== '1' ? { price_multiplier: m } : {}) });
       const wallet = !a.wallet.enforced
         ? 'no wallet (not metered)'
         : `balance ${formatAmount(a.wallet.balance_micros)} (${a.wallet.rule === 'mixed' ? 'enforced by some sidecars, not all' : 'enforced'})`;
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.${m !== '1' ? ` Price multiplier ${m}.` : ''}`);
     });
   });
 
@@ -318,7 +319,8 @@ export function registerConsoleCommands(program: Command): void {
     await withConsole(o, async (kc) => {
       await kc.setAccountRates(account, rates, CLI_ACTOR);
       const a = await kc.accountInfo(account);
-      if (o.json) return json(accountJson(a));
+      const m = await kc.accountPriceMultiplier(account); // section 16: shown when set
+      if (o.json) return json({ ...accountJson(a), ...(m !== '1' ? { price_multiplier: m } : {}) });
       out(`Account ${a.id}: rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}.`);
     });
   });

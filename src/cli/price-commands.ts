@@ -1,7 +1,9 @@
 /**
  * The price table from the CLI (docs/metering.md, "Prices"):
  *   prices set MODEL --input AMOUNT --output AMOUNT [--cached-input AMOUNT] [--cache-write AMOUNT] [--json]
- *   prices list [--json]          prices remove MODEL
+ *   prices list [--source table|catalog|all] [--json]          prices remove MODEL
+ *   prices show MODEL [--provider P] [--json]   (how the name resolves, and its price)
+ *   prices catalog [--json]                     (the catalog version in use)
  * AMOUNT is per million tokens, in currency units with at most 6 decimals (0 allowed: a free model).
  * Changes are audited (actor `cli`).
  */
@@ -21,6 +23,7 @@ export function priceArg(text: string, what: string): number {
 }
 
 const perMillion = (m: number | null) => (m === null ? '(input)' : formatAmount(m));
+const collect = (v: string, all: string[]) => [...all, v];
 
 export function registerPriceCommands(program: Command): void {
   const prices = program.command('prices').description('the price table metering books by: per-million-token prices of models').showSuggestionAfterError(false);
@@ -33,13 +36,53 @@ export function registerPriceCommands(program: Command): void {
       .requiredOption('--input <amount>', 'price of a million input tokens, e.g. 0.15')
       .requiredOption('--output <amount>', 'price of a million output (and reasoning) tokens, e.g. 0.60')
       .option('--cached-input <amount>', 'price of a million cached input tokens (default: the input price)')
-      .option('--cache-write <amount>', 'price of a million cache-write tokens (default: the input price)'),
-  ).action(async (model: string, o: Common & { input: string; output: string; cachedInput?: string; cacheWrite?: string }) => {
+      .option('--cache-write <amount>', 'price of a million cache-write tokens (default: the input price)')
+      .option('--cache-write-1h <amount>', 'price of a million one-hour cache-write tokens (default: the cache-write price)')
+      .option('--input-audio <amount>', 'price of a million audio input tokens (default: the input price)')
+      .option('--output-audio <amount>', 'price of a million audio output tokens (default: the output price)')
+      .option('--input-image <amount>', 'price of a million image input tokens (default: the input price)')
+      .option('--output-image <amount>', 'price of a million image output tokens (default: the output price)')
+      .option('--web-search <amount>', 'price of a thousand web-search calls (default: 0)')
+      .option('--tier <tier>', 'a whole-request tier, ABOVE:CLASS=AMOUNT[,CLASS=AMOUNT…] (e.g. 200000:input=2.5,output=15); repeatable', collect, [])
+      .option('--service-tier <tier>', 'a service tier\'s multiplier, NAME=MULTIPLIER (e.g. flex=0.5); repeatable', collect, []),
+  ).action(async (model: string, o: Common & { input: string; output: string; cachedInput?: string; cacheWrite?: string; cacheWrite1h?: string; inputAudio?: string; outputAudio?: string; inputImage?: string; outputImage?: string; webSearch?: string; tier: string[]; serviceTier: string[] }) => {
+    const opt = (v: string | undefined, what: string) => (v === undefined ? undefined : priceArg(v, what));
+    const extra = Object.fromEntries(
+      Object.entries({
+        cache_write_1h: opt(o.cacheWrite1h, '--cache-write-1h'),
+        input_audio: opt(o.inputAudio, '--input-audio'),
+        output_audio: opt(o.outputAudio, '--output-audio'),
+        input_image: opt(o.inputImage, '--input-image'),
+        output_image: opt(o.outputImage, '--output-image'),
+        web_search: opt(o.webSearch, '--web-search'),
+      }).filter(([, v]) => v !== undefined),
+    );
+    const tiers = o.tier.map((t) => {
+      const m = /^(\d{1,15}):(.+)$/.exec(t);
+      if (m === null) throw new ConsoleError('INVALID_INPUT', `--tier ${JSON.stringify(t.slice(0, 60))}: ABOVE:CLASS=AMOUNT[,CLASS=AMOUNT…]`);
+      const rec: Record<string, number> = { above: Number(m[1]) };
+      for (const kv of m[2]!.split(',')) {
+        const [k = '', v] = kv.split('=');
+        if (v === undefined) throw new ConsoleError('INVALID_INPUT', `--tier ${JSON.stringify(t.slice(0, 60))}: each class as CLASS=AMOUNT`);
+        rec[k.replaceAll('-', '_')] = priceArg(v, `--tier ${k}`);
+      }
+      return rec;
+    });
+    const serviceTiers = Object.fromEntries(
+      o.serviceTier.map((t) => {
+        const [k = '', v] = t.split('=');
+        if (v === undefined) throw new ConsoleError('INVALID_INPUT', `--service-tier ${JSON.stringify(t.slice(0, 40))}: NAME=MULTIPLIER`);
+        return [k, v];
+      }),
+    );
     const price = {
       input: priceArg(o.input, '--input'),
       output: priceArg(o.output, '--output'),
       cachedInput: o.cachedInput === undefined ? null : priceArg(o.cachedInput, '--cached-input'),
       cacheWrite: o.cacheWrite === undefined ? null : priceArg(o.cacheWrite, '--cache-write'),
+      extra,
+      tiers,
+      serviceTiers,
     };
     await withConsole(o, async (mc) => {
       const e = await mc.setPrice(model, price, CLI_ACTOR);
@@ -48,18 +91,78 @@ export function registerPriceCommands(program: Command): void {
     });
   });
 
-  common(prices.command('list').description('list the price table')).action(async (o: Common) => {
+  common(
+    prices
+      .command('list')
+      .description('list the price table (--source table, the default), the catalog (--source catalog) or both')
+      .option('--source <source>', 'table | catalog | all', 'table'),
+  ).action(async (o: Common & { source: string }) => {
+    if (!['table', 'catalog', 'all'].includes(o.source)) throw new ConsoleError('INVALID_INPUT', '--source must be table, catalog or all');
     await withConsole(o, async (mc) => {
-      const list = (await mc.listPrices()).map(priceJson);
-      if (o.json) return json({ prices: list });
-      if (list.length === 0) return out('No prices: metering books tokens at cost 0 (unpriced).');
-      out(
-        table(
-          ['MODEL', 'INPUT', 'OUTPUT', 'CACHED INPUT', 'CACHE WRITE', 'UPDATED'],
-          list.map((p) => [p.model, formatAmount(p.input_micros), formatAmount(p.output_micros), perMillion(p.cached_input_micros), perMillion(p.cache_write_micros), p.updated_at ?? '']),
-        ),
-      );
-      out('(per million tokens)');
+      const list = o.source === 'catalog' ? [] : (await mc.listPrices()).map((p) => ({ ...priceJson(p), source: 'table' as const }));
+      const cat = o.source === 'table' ? [] : mc.listCatalogPrices();
+      if (o.json) return json({ prices: [...list, ...cat], ...(o.source !== 'table' ? { catalog: mc.priceCatalog() } : {}) });
+      if (o.source !== 'catalog' && list.length === 0 && o.source === 'table') {
+        const c = mc.priceCatalog();
+        return out(c.enabled ? `No prices in the table: metering prices from the catalog (${c.version}); \`keygate prices list --source catalog\` lists it.` : 'No prices: metering books tokens at cost 0 (unpriced).');
+      }
+      const rows = [
+        ...list.map((p) => [p.model, formatAmount(p.input_micros), formatAmount(p.output_micros), perMillion(p.cached_input_micros), perMillion(p.cache_write_micros), p.updated_at ?? '', 'table', p.tiers ? `${p.tiers.length}` : '']),
+        ...cat.map((p) => [p.model, formatAmount(p.prices.input!), formatAmount(p.prices.output!), formatAmount(p.prices.cached_input!), formatAmount(p.prices.cache_write!), '', 'catalog', p.tiers.length > 0 ? `${p.tiers.length}` : '']),
+      ];
+      // the table alone keeps its columns; with the catalog, each row says its source and tier count
+      const head = ['MODEL', 'INPUT', 'OUTPUT', 'CACHED INPUT', 'CACHE WRITE', 'UPDATED'];
+      out(o.source === 'table' ? table(head, rows.map((r) => r.slice(0, 6))) : table([...head, 'SOURCE', 'TIERS'], rows));
+      out('(per million tokens; `keygate prices show MODEL` gives every class, tier and service tier)');
+    });
+  });
+
+  common(
+    prices
+      .command('show')
+      .description('how a model name resolves (the table, then the catalog) and its price now')
+      .argument('<model>', 'model name as a client sends it or a provider answers it (gpt-4o-2024-08-06)')
+      .option('--provider <provider>', 'the provider whose entry serves it: openai, anthropic or google (default: from the name)'),
+  ).action(async (model: string, o: Common & { provider?: string }) => {
+    await withConsole(o, async (mc) => {
+      const e = await mc.explainPrice(model, o.provider);
+      if (o.json) return json(e);
+      out(`${e.model} (provider ${e.provider})`);
+      out(`  catalog model  ${e.catalog_model ?? '(none)'}${e.catalog_version ? `   catalog ${e.catalog_version}` : '   catalog off'}`);
+      if (e.rule === null || e.price === null) return out('  unpriced: books tokens at cost 0');
+      out(`  priced by      ${e.priced_by} (rule ${e.rule}, source ${e.source})`);
+      const line = (p: Record<string, number>) =>
+        Object.entries(p)
+          .map(([c, v]) => `${c} ${formatAmount(v)}`)
+          .join(', ');
+      out(`  per million tokens (web_search: per thousand calls): ${line(e.price.prices)}`);
+      for (const t of e.price.tiers) out(`  above ${t.above} input tokens, the whole request: ${line(t.prices)}`);
+      const st = Object.entries(e.price.service_tiers);
+      if (st.length > 0) out(`  service tiers: ${st.map(([k, v]) => `${k} ×${v}`).join(', ')}`);
+    });
+  });
+
+  // accounts update ID --price-multiplier M (section 16): the account group is the console commands' own
+  const accounts = program.commands.find((c) => c.name() === 'accounts') ?? program.command('accounts');
+  common(
+    accounts
+      .command('update')
+      .description("set the account's price multiplier for metered usage (applied after every other price rule)")
+      .argument('<account-id>', 'account id')
+      .requiredOption('--price-multiplier <multiplier>', 'a decimal from 0 to 1000, at most 6 decimals (1.2; 0 = free; 1 = the default)'),
+  ).action(async (account: string, o: Common & { priceMultiplier: string }) => {
+    await withConsole(o, async (mc) => {
+      const m = await mc.setAccountPriceMultiplier(account, o.priceMultiplier, CLI_ACTOR);
+      if (o.json) return json({ account, price_multiplier: m });
+      out(`Account ${account}: price multiplier ${m}.`);
+    });
+  });
+
+  common(prices.command('catalog').description('the price catalog in use (the @pydantic/genai-prices version pinned; KEYGATE_PRICE_CATALOG=false turns it off)')).action(async (o: Common) => {
+    await withConsole(o, async (mc) => {
+      const c = mc.priceCatalog();
+      if (o.json) return json(c);
+      out(c.enabled ? `${c.version}: ${c.models} models of ${c.providers.join(', ')} (under the price table; update the package for new prices)` : 'The price catalog is off (KEYGATE_PRICE_CATALOG=false): only the price table prices.');
     });
   });
 

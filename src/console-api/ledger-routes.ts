@@ -41,6 +41,7 @@ export function registerLedgerRoutes(app: FastifyInstance, mc: ConsoleService, c
           request_id: e.requestId,
           key_id: e.keyId,
           model: e.model,
+          ...(e.price ? { price_rule: e.price.rule, priced_by: e.price.model } : {}),
         })),
         next_cursor: page.next,
       };

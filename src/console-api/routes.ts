@@ -95,7 +95,8 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
   async function accountView(account: string): Promise<z.infer<typeof S.Account>> {
     const a = accountJson(await mc.accountInfo(account));
     // A wallet exists once credited: crediting is the one write that makes the wallet's balance.
-    return { ...a, wallet: { ...a.wallet, exists: a.wallet.rule === 'credited' }, currency };
+    const m = await mc.accountPriceMultiplier(account); // section 16: shown when set
+    return { ...a, wallet: { ...a.wallet, exists: a.wallet.rule === 'credited' }, currency, ...(m !== '1' ? { price_multiplier: m } : {}) };
   }
 
   /**
@@ -307,7 +308,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       schema: {
         tags: ['accounts'],
         operationId: 'updateAccount',
-        summary: "Set or remove the account's request and token rates (operator)",
+        summary: "Set or remove the account's request and token rates, set its price multiplier (operator)",
         security: SECURITY,
         params: S.AccountParams,
         body: S.UpdateAccountBody,
@@ -316,7 +317,8 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
     },
     async (req) => {
       const p = requireAllAccounts(req, "set an account's rates");
-      await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      if (req.body.price_multiplier !== undefined) await mc.setAccountPriceMultiplier(req.params.account, String(req.body.price_multiplier), p.actor);
       return accountView(req.params.account);
     },
   );

@@ -98,8 +98,9 @@ export const UpdateAccountBody = z
   .strictObject({
     rate: RequestRate.nullable().optional().describe('request rate of the whole account; null removes it'),
     token_rate: TokenRate.nullable().optional().describe('token rate of the whole account; null removes it'),
+    price_multiplier: z.union([z.string().max(16), z.number()]).optional().describe('the account\'s price multiplier for metered usage, applied after everything else: a decimal from 0 to 1000 with at most 6 decimals ("1.2"; 0 = free; 1 = the default)'),
   })
-  .refine((b) => b.rate !== undefined || b.token_rate !== undefined, { message: 'give at least one of rate, token_rate' });
+  .refine((b) => b.rate !== undefined || b.token_rate !== undefined || b.price_multiplier !== undefined, { message: 'give at least one of rate, token_rate, price_multiplier' });
 
 export const UpdateKeyBody = z
   .strictObject({
@@ -243,6 +244,7 @@ export const Account = z.object({
   token_rate: TokenRate.nullable(),
   rate_use: RateUses,
   currency: z.string().describe("the deployment's currency code (ISO 4217, KEYGATE_CURRENCY; default USD): what micro-units count"),
+  price_multiplier: z.string().optional().describe('the price multiplier of the account\'s metered usage (decimal), present when set (absent: 1)'),
   bare_models: BareModels.describe(
     "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
   ),
@@ -260,6 +262,8 @@ export const LedgerEntry = z.object({
   request_id: z.string().nullable().describe("a charge's request id"),
   key_id: z.string().nullable().describe('the key a charge was booked to'),
   model: z.string().nullable(),
+  price_rule: z.string().optional().describe("a metered charge's price rule (table, table-catalog-model, catalog, …, unpriced; docs/metering.md \"Which price\")"),
+  priced_by: z.string().nullable().optional().describe('the name that priced a metered charge: the table field or provider/id of the catalog model'),
 });
 export const Ledger = z.object({
   currency: z.string(),
@@ -281,6 +285,23 @@ export const UsageBooked = z.object({
   amount_micros: z.number().int(),
   balance_micros: z.number().int().nullable().describe('the balance after the record; null when the account has no wallet, or on a repeat'),
 });
+export const PriceBasis = z
+  .object({
+    rule: z.string().describe('which rule priced it: table, table-catalog-model, catalog, provider-wildcard, wildcard, requested-…, unpriced, recorded'),
+    model: z.string().nullable().describe('the name that priced it: the table field or provider/id of the catalog model'),
+    source: z.enum(['table', 'catalog', 'record']).nullable(),
+    catalog_version: z.string().nullable(),
+    tier: z.number().int().nullable().describe('the whole-request tier applied: input tokens above this many; null: the base price'),
+    service_tier: z.string().nullable(),
+    multiplier: z.string().describe('service tier × account multiplier (decimal)'),
+    parts: z.record(z.string(), z.string()).describe('class → micro-units (exact decimal); they sum to the amount before its one ceiling'),
+    service_tier_multiplier: z.string().optional(),
+    account_multiplier: z.string().optional(),
+    catalog_model: z.string().nullable().optional().describe('the catalog model the name resolved to (provider/id)'),
+    counts: z.record(z.string(), z.number()).optional().describe('class → tokens (web_search: calls)'),
+    prices: z.record(z.string(), z.number()).optional().describe('class → micro-units per million tokens (web_search: per thousand calls)'),
+    unknown_service_tier: z.literal(true).optional().describe('the response named a service tier without a multiplier: priced at the standard rate'),
+  });
 export const UsageEntry = z.object({
   id: z.string().describe('the usage-log entry id'),
   time: isoTime,
@@ -297,6 +318,7 @@ export const UsageEntry = z.object({
   source: z.enum(['meter', 'record']).describe('meter: read from a response by metering; record: a usage record (POST /v1/usage, `keygate usage record`)'),
   estimated: z.boolean().describe('true: a token count was estimated, not reported (e.g. a stream cut before its usage); metered bookings only'),
   unpriced: z.boolean().describe('true: no price matched the model, so it was booked at 0 with its tokens; metered bookings only'),
+  price: PriceBasis.optional().describe('why this price (docs/metering.md, "Why this price"); absent on entries written before it existed'),
 });
 export const UsageList = z.object({
   entries: z.array(UsageEntry).describe('oldest first'),

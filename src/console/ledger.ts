@@ -19,6 +19,8 @@ export interface LedgerEntry {
   readonly requestId: string | null;
   readonly keyId: string | null;
   readonly model: string | null;
+  /** A metered charge's price rule and the name that priced it (its usage entry's `price`), when it has one. */
+  readonly price?: { readonly rule: string; readonly model: string | null };
 }
 
 /** Order: time descending; at one millisecond credits (`c:`) before charges, then id descending. */
@@ -58,7 +60,9 @@ export async function ledgerPage(mc: ConsoleService, account: string, o: { limit
   const entries: LedgerEntry[] = [];
   for (const [id, flat] of rows) {
     const u = parseUsageEntry(account, id, flat);
-    entries.push({ id, time: u.time, type: 'charge', amountMicros: -u.amountMicros, reference: null, requestId: u.requestId, keyId: u.keyId, model: u.model });
+    const rule = u.price?.rule;
+    const price = typeof rule === 'string' && rule !== 'recorded' ? { price: { rule, model: typeof u.price!.model === 'string' ? u.price!.model : null } } : {};
+    entries.push({ id, time: u.time, type: 'charge', amountMicros: -u.amountMicros, reference: null, requestId: u.requestId, keyId: u.keyId, model: u.model, ...price });
   }
   for (const [reference, value] of Object.entries(credits)) {
     const m = /^(\d{1,16}):(\d{1,16})$/.exec(value);

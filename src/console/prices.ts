@@ -5,7 +5,7 @@
  * the change). Every input is validated before the first write: a bad one changes nothing.
  */
 import { FAMILIES } from '../core/family.ts';
-import { decodePrice, encodePrice, MAX_PRICE_MICROS, MAX_PRICES, priceField, pricesKey, type PriceRecord } from '../schema/prices.ts';
+import { decodePrice, encodePrice, EXTRA_CLASSES, MAX_PRICE_MICROS, MAX_PRICE_TIERS, MAX_PRICES, MAX_SERVICE_TIERS, multiplierScaled, priceField, pricesKey, SERVICE_TIER_PATTERN, type ExtraClass, type PriceRecord, type TierRecord } from '../schema/prices.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';
 import { appendAudit } from './management.ts';
@@ -41,6 +41,12 @@ export interface PriceInput {
   readonly output: number;
   readonly cachedInput?: number | null;
   readonly cacheWrite?: number | null;
+  /** Section 16's classes (micro-units per million tokens; web_search per thousand calls). */
+  readonly extra?: Partial<Record<ExtraClass, number | null>> | null;
+  /** Whole-request tiers: `{above, input?, output?, cached_input?, cache_write?, …}`, ascending. */
+  readonly tiers?: readonly Record<string, number>[] | null;
+  /** Service tier → decimal multiplier text (`{"flex": "0.5"}`). */
+  readonly serviceTiers?: Readonly<Record<string, string>> | null;
 }
 
 export interface PriceEntry extends PriceRecord {
@@ -55,13 +61,48 @@ function micros(what: string, v: unknown): number {
   return v;
 }
 
+const TIER_CLASSES = ['input', 'output', 'cached_input', 'cache_write', ...EXTRA_CLASSES] as const;
+
 /** A price input checked, as the record to store (without `updated_at`: the script stamps the Redis clock). */
 export function validatePrice(p: PriceInput): PriceRecord {
+  const extra: Partial<Record<ExtraClass, number>> = {};
+  for (const [k, v] of Object.entries(p.extra ?? {})) {
+    if (!(EXTRA_CLASSES as readonly string[]).includes(k)) throw new ConsoleError('INVALID_INPUT', `unknown price class ${JSON.stringify(k.slice(0, 40))}; the classes are ${EXTRA_CLASSES.join(', ')}`);
+    if (v != null) extra[k as ExtraClass] = micros(k, v);
+  }
+  const tiers: TierRecord[] = [];
+  const given = p.tiers ?? [];
+  if (!Array.isArray(given) || given.length > MAX_PRICE_TIERS) throw new ConsoleError('INVALID_INPUT', `tiers must be a list of at most ${MAX_PRICE_TIERS}`);
+  for (const t of given) {
+    if (typeof t !== 'object' || t === null) throw new ConsoleError('INVALID_INPUT', 'a tier must be an object {above, input?, output?, …}');
+    const above = t.above;
+    if (typeof above !== 'number' || !Number.isSafeInteger(above) || above < 0) throw new ConsoleError('INVALID_INPUT', 'a tier needs above: a whole number of input tokens (0 or more)');
+    if (tiers.length > 0 && above <= tiers[tiers.length - 1]!.above) throw new ConsoleError('INVALID_INPUT', 'tiers must ascend by above, each threshold once');
+    const rec: Record<string, number> = { above };
+    for (const [k, v] of Object.entries(t)) {
+      if (k === 'above') continue;
+      if (!(TIER_CLASSES as readonly string[]).includes(k)) throw new ConsoleError('INVALID_INPUT', `unknown price class ${JSON.stringify(k.slice(0, 40))} in a tier; the classes are ${TIER_CLASSES.join(', ')}`);
+      rec[k] = micros(`tier ${above} ${k}`, v);
+    }
+    if (Object.keys(rec).length === 1) throw new ConsoleError('INVALID_INPUT', `the tier above ${above} prices no class`);
+    tiers.push(rec as TierRecord);
+  }
+  const serviceTiers: Record<string, string> = {};
+  const st = p.serviceTiers ?? {};
+  if (typeof st !== 'object' || Array.isArray(st) || Object.keys(st).length > MAX_SERVICE_TIERS) throw new ConsoleError('INVALID_INPUT', `service tiers must be an object of at most ${MAX_SERVICE_TIERS} names`);
+  for (const [k, v] of Object.entries(st)) {
+    if (!SERVICE_TIER_PATTERN.test(k)) throw new ConsoleError('INVALID_INPUT', `service tier ${JSON.stringify(k.slice(0, 40))}: 1-32 of a-z 0-9 _ -`);
+    if (typeof v !== 'string' || multiplierScaled(v) === null) throw new ConsoleError('INVALID_INPUT', `the multiplier of service tier ${k} must be a decimal from 0 to 1000 with at most 6 decimals (e.g. "0.5")`);
+    serviceTiers[k] = v;
+  }
   return {
     input: micros('input', p.input),
     output: micros('output', p.output),
     ...(p.cachedInput != null ? { cachedInput: micros('cached_input', p.cachedInput) } : {}),
     ...(p.cacheWrite != null ? { cacheWrite: micros('cache_write', p.cacheWrite) } : {}),
+    ...(Object.keys(extra).length > 0 ? { extra } : {}),
+    ...(tiers.length > 0 ? { tiers } : {}),
+    ...(Object.keys(serviceTiers).length > 0 ? { serviceTiers } : {}),
   };
 }
 
@@ -142,9 +183,27 @@ export class PriceBook {
   }
 }
 
+export interface PriceJson {
+  model: string;
+  input_micros: number;
+  output_micros: number;
+  cached_input_micros: number | null;
+  cache_write_micros: number | null;
+  updated_at: string | null;
+  /** Section 16's classes, when set (`<class>_micros`; web_search_micros is per thousand calls). */
+  cache_write_1h_micros?: number;
+  input_audio_micros?: number;
+  output_audio_micros?: number;
+  input_image_micros?: number;
+  output_image_micros?: number;
+  web_search_micros?: number;
+  tiers?: Record<string, number>[];
+  service_tiers?: Record<string, string>;
+}
+
 /** A price as the CLI's `--json` and the management API show it (micro-units per million tokens; null: the input price). */
-export function priceJson(e: PriceEntry): { model: string; input_micros: number; output_micros: number; cached_input_micros: number | null; cache_write_micros: number | null; updated_at: string | null } {
-  return {
+export function priceJson(e: PriceEntry): PriceJson {
+  const j: PriceJson = {
     model: e.model,
     input_micros: e.input,
     output_micros: e.output,
@@ -152,4 +211,9 @@ export function priceJson(e: PriceEntry): { model: string; input_micros: number;
     cache_write_micros: e.cacheWrite ?? null,
     updated_at: e.updatedAt === undefined ? null : new Date(e.updatedAt).toISOString(),
   };
+  for (const c of EXTRA_CLASSES) if (e.extra?.[c] !== undefined) j[`${c}_micros`] = e.extra[c];
+  // tiers as the API takes them: {above, <class>_micros…}
+  if (e.tiers !== undefined) j.tiers = e.tiers.map((t) => Object.fromEntries(Object.entries(t).map(([k, v]) => [k === 'above' ? k : `${k}_micros`, v as number])));
+  if (e.serviceTiers !== undefined) j.service_tiers = { ...e.serviceTiers };
+  return j;
 }

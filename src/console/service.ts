@@ -16,6 +16,9 @@
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
  *   const { id, key } = await kc.createKey({ account: 'acct-42', name: 'ci', models: ['openai/*'] });
  */
+import { accountPriceMultiplier, setAccountPriceMultiplier } from './price-multiplier.ts';
+import { catalogEnabled, priceCatalog } from '../prices/index.ts';
+import { catalogEntries, catalogInfo, explainPrice, type CatalogEntryJson, type CatalogInfo, type PriceExplanation } from './price-catalog.ts';
 import type { AccountStatus, Schema } from '../schema/redis-schema.ts';
 import type { KeyLimit, UsageEntry } from '../schema/money.ts';
 import type { Rates } from '../schema/rates.ts';
@@ -33,7 +36,7 @@ import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, Revoke
 import type { AccountInfo, AccountResult } from './accounts.ts';
 import type { Actor, AuditAction, AuditEvent, IdempotencyClaim, TokenRecord } from './management.ts';
 import type { RateSettings, RatesPatch } from './rates.ts';
-import type { PriceBook, PriceEntry, PriceInput } from './prices.ts';
+import { priceJson, validatePrice, type PriceBook, type PriceEntry, type PriceInput } from './prices.ts';
 import type { CreditResult, UsageInput, UsageResult } from './wallet.ts';
 import { summarizeUsage, summarySpan, type UsageGrouping, type UsageSummary } from './usage-summary.ts';
 import { bareModelReadings, liveSidecars, type BareModels } from '../store/sidecar-settings.ts';
@@ -249,16 +252,42 @@ export class ConsoleService {
 
   /** Sets a model's price (micro-units per million tokens); audited as `price_set` in the same script when an actor is given. */
   setPrice(model: string, price: PriceInput, actor?: Actor): Promise<PriceEntry> {
-    const rec = { input: price.input, output: price.output, ...(price.cachedInput != null ? { cachedInput: price.cachedInput } : {}), ...(price.cacheWrite != null ? { cacheWrite: price.cacheWrite } : {}) };
+    const rec = validatePrice(price);
     return this.#c.prices.set(
       model,
       rec,
       actor &&
         ((m, p) => ({
           lists: this.#c.auditLists(null),
-          event: mgmt.eventJson(actor, 'price_set', null, null, { model: m, input_micros: p.input, output_micros: p.output, cached_input_micros: p.cachedInput ?? null, cache_write_micros: p.cacheWrite ?? null }),
+          event: mgmt.eventJson(actor, 'price_set', null, null, { model: m, input_micros: p.input, output_micros: p.output, cached_input_micros: p.cachedInput ?? null, cache_write_micros: p.cacheWrite ?? null, ...(p.extra || p.tiers || p.serviceTiers ? { classes: priceJson({ model: m, ...p }) } : {}) }),
         })),
     );
+  }
+
+  /** The account's price multiplier, decimal text ("1" when none is set). */
+  accountPriceMultiplier(account: string): Promise<string> {
+    return accountPriceMultiplier(this.#c, account);
+  }
+
+  /** Sets the account's price multiplier (decimal text; "1" removes it); audited as `update`. */
+  setAccountPriceMultiplier(account: string, multiplier: string, actor?: Actor): Promise<string> {
+    return setAccountPriceMultiplier(this.#c, account, multiplier, actor);
+  }
+
+  /** The price catalog in use (KEYGATE_PRICE_CATALOG; docs/metering.md, "The price catalog"). */
+  priceCatalog(): CatalogInfo {
+    return catalogInfo(priceCatalog(catalogEnabled()));
+  }
+
+  /** The catalog's models, priced now (empty when the catalog is off). */
+  listCatalogPrices(): CatalogEntryJson[] {
+    const c = priceCatalog(catalogEnabled());
+    return c === null ? [] : catalogEntries(c);
+  }
+
+  /** How a model name resolves (the table, then the catalog) and its price now. */
+  async explainPrice(model: string, provider?: string): Promise<PriceExplanation> {
+    return explainPrice(await this.listPrices(), priceCatalog(catalogEnabled()), model, provider);
   }
 
   /** Removes a model's price; audited as `price_remove` in the same script when an actor is given. */

@@ -2,6 +2,7 @@
  * The JSON forms of the console's resources (snake_case, ISO-8601 times, money in `…_micros`), as the
  * CLI's `--json` prints them and a management API serves them. Never key material.
  */
+import type { PriceBasis } from '../prices/basis.ts';
 import type { LimitPeriod, TokenTotals, UsageEntry } from '../schema/money.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
 import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRate, type Rates } from '../schema/rates.ts';
@@ -142,6 +143,7 @@ export function usageEntryJson(e: UsageEntry): {
   source: 'meter' | 'record';
   estimated: boolean;
   unpriced: boolean;
+  price?: PriceBasis;
 } {
   return {
     id: e.id,
@@ -162,6 +164,8 @@ export function usageEntryJson(e: UsageEntry): {
     source: e.source,
     estimated: e.estimated,
     unpriced: e.unpriced,
+    // Why this price (docs/metering.md, "Why this price"), when the entry has it.
+    ...(e.price !== null ? { price: e.price as unknown as PriceBasis } : {}),
   };
 }
 

@@ -4,6 +4,7 @@
  * script over records of one account (`src/schema/money-scripts.ts`), so it is atomic on standalone
  * Redis, Sentinel and Cluster alike. Every input is validated before the first write.
  */
+import { recordedBasis } from '../prices/basis.ts';
 import { Cluster } from 'ioredis';
 import * as lua from '../schema/money-scripts.ts';
 import {
@@ -230,6 +231,7 @@ export class WalletOps {
       inTok,
       outTok,
       account, // events
+      ...['', '', '', '', '', '', JSON.stringify(recordedBasis(model === '' ? null : model, amount))], // ARGV 11-16 (metering's), 17 the price basis
     )) as string[];
     if (eventsWritten(r, lua.RECORD_USAGE_EVENTS_AT) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {

@@ -23,11 +23,13 @@ import type { Logger } from 'pino';
 import { loadConfig, loadConsoleConfig } from '../config.ts';
 import { ConsoleService } from '../console/service.ts';
 import { formatAmount } from '../schema/money.ts';
-import { encodePrice, type PriceRecord } from '../schema/prices.ts';
+import { PriceTable, priceBookingUsage } from '../metering/pricing.ts';
+import type { PriceCatalog } from '../prices/catalog.ts';
+import { catalogEnabled, priceCatalog } from '../prices/index.ts';
 import { schema } from '../schema/redis-schema.ts';
 import type { Sidecar } from '../main.ts';
 import { createDevGateway } from './gateway.ts';
-import { listenStubUpstream } from './stub-upstream.ts';
+import { answeredModel, listenStubUpstream, STUB_USAGE } from './stub-upstream.ts';
 import { ssoComponent, ssoEnv, ssoLines, ssoMembers, type DevSso } from './sso.ts';
 
 export interface DevOptions {
@@ -328,12 +330,21 @@ const sidecarComponent: DevComponent = {
 const DEMO_ACCOUNT = 'demo';
 /** The demo wallet's first credit: 100 currency units. */
 export const DEV_DEMO_CREDIT_MICROS = 100_000_000;
-/** `keygate dev`'s prices (micro-units per million tokens) for whatever the stub upstream serves. */
-export const DEV_PRICES: ReadonlyArray<readonly [string, PriceRecord]> = [
-  ['openai/*', { input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000 }],
-  ['anthropic/*', { input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheWrite: 3_750_000 }],
-  ['google/*', { input: 300_000, output: 2_500_000, cachedInput: 75_000 }],
-];
+/** The demo request whose price `keygate dev` prints: OpenAI chat with gpt-4o, answered with its dated name. */
+export const DEV_DEMO_MODEL = 'gpt-4o';
+
+/**
+ * What one demo request costs (the stub's usage, the model answered dated), priced as the sidecar
+ * prices it: the price table now, then the catalog (src/prices/). A line for `keygate dev` to print.
+ */
+export function demoPriceLine(table: PriceTable, catalog: PriceCatalog | null, at = Date.now()): string {
+  const answered = answeredModel(DEV_DEMO_MODEL);
+  const usage = { input_tokens: STUB_USAGE.input, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: STUB_USAGE.output };
+  const p = priceBookingUsage({ table, catalog }, 'openai', answered, DEV_DEMO_MODEL, usage, at);
+  if (p.unpriced) return `price      one demo request (${DEV_DEMO_MODEL}, answered ${answered}) is unpriced: books 0 (the catalog is off and the table has no price for it)`;
+  const from = p.basis.source === 'catalog' ? `the catalog, ${p.basis.catalog_version}` : `the price table (${p.basis.model})`;
+  return `price      one demo request (${DEV_DEMO_MODEL}, answered ${answered}, ${STUB_USAGE.input} input + ${STUB_USAGE.output} output tokens) costs ${formatAmount(p.amount)} (${p.amount} micro-units) from ${from}; \`keygate prices show ${answered}\` explains it`;
+}
 /** `keygate dev`'s KEYGATE_BARE_MODEL_PROVIDER: its gateway sends /openai to OpenAI only. */
 export const DEV_BARE_MODEL_PROVIDER = 'openai=openai';
 
@@ -365,15 +376,15 @@ const demoKeyComponent: DevComponent = {
         secretFile(keyPath, `${JSON.stringify(demo)}\n`);
       }
       ctx.demoKey = demo;
-      // Metering: a price for every stub model (kept when already set) and a funded demo wallet
-      // (credited once: the reference makes a restart a no-op), so spending shows.
-      const prices = schema(config.redisNamespace).prices();
-      for (const [model, price] of DEV_PRICES) await kc.redis.hsetnx(prices, model, encodePrice(price));
+      // Metering: prices come from the catalog (an operator's table, when set, overrides it) and a
+      // funded demo wallet (credited once: the reference makes a restart a no-op), so spending shows.
+      const table = PriceTable.fromHash(await kc.redis.hgetall(schema(config.redisNamespace).prices()));
       const credit = await kc.creditAccount(demo.account, DEV_DEMO_CREDIT_MICROS, 'keygate-dev-initial-credit');
       return {
         lines: [
           `demo key   account ${demo.account}, key id ${demo.id} (saved in ${keyPath})`,
-          `wallet     demo balance ${formatAmount(credit.balanceMicros)} (metered answers are booked from it; prices: ${DEV_PRICES.map(([m]) => m).join(', ')})`,
+          `wallet     demo balance ${formatAmount(credit.balanceMicros)} (metered answers are booked from it)`,
+          demoPriceLine(table, priceCatalog(catalogEnabled())),
         ],
         stop: async () => {},
       };

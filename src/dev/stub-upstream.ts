@@ -7,6 +7,29 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { listenOn } from '../lifecycle.ts';
 
 export const UPSTREAM_TEXT = 'hello from upstream';
+/**
+ * The model a stub answer names for the model asked: the dated snapshot, as the real APIs answer
+ * (`gpt-4o` is answered `gpt-4o-2024-08-06`, `claude-sonnet-4-5` `claude-sonnet-4-5-20250929`,
+ * `gemini-2.0-flash` `gemini-2.0-flash-001`); a name not listed is answered as asked.
+ */
+export const STUB_DATED_MODELS: Readonly<Record<string, string>> = {
+  'gpt-4o': 'gpt-4o-2024-08-06',
+  'gpt-4o-mini': 'gpt-4o-mini-2024-07-18',
+  'gpt-4.1-mini': 'gpt-4.1-mini-2025-04-14',
+  'o3': 'o3-2025-04-16',
+  'claude-3-5-sonnet-latest': 'claude-3-5-sonnet-20241022',
+  'claude-3-5-haiku-latest': 'claude-3-5-haiku-20241022',
+  'claude-sonnet-4-5': 'claude-sonnet-4-5-20250929',
+  'claude-haiku-4-5': 'claude-haiku-4-5-20251001',
+  'gemini-2.0-flash': 'gemini-2.0-flash-001',
+  'gemini-2.0-flash-lite': 'gemini-2.0-flash-lite-001',
+};
+
+/** The model a stub answer names: the dated snapshot of `asked`, or `asked`. */
+export function answeredModel(asked: string): string {
+  return STUB_DATED_MODELS[asked] ?? asked;
+}
+
 /** The token counts every stub answer reports (each family in its own shape, streamed or not). */
 export const STUB_USAGE = { input: 12, output: 5 } as const;
 
@@ -63,7 +86,7 @@ export function stubStream(method: string, url: string, body: string): StubStrea
   } catch {
     /* not JSON */
   }
-  const model = typeof req.model === 'string' ? req.model : 'unknown';
+  const model = answeredModel(typeof req.model === 'string' ? req.model : 'unknown');
   const created = Math.floor(Date.now() / 1000);
   const half = Math.ceil(UPSTREAM_TEXT.length / 2);
   const parts = [UPSTREAM_TEXT.slice(0, half), UPSTREAM_TEXT.slice(half)];
@@ -108,7 +131,7 @@ export function stubStream(method: string, url: string, body: string): StubStrea
   }
   const g = /^\/v1(?:beta)?\/models\/([^/:]+):streamGenerateContent$/.exec(path);
   if (g) {
-    const modelVersion = decodeURIComponent(g[1]!);
+    const modelVersion = answeredModel(decodeURIComponent(g[1]!));
     const pieces = parts.map((t, i) => ({
       candidates: [{ content: { role: 'model', parts: [{ text: t }] }, ...(i === parts.length - 1 ? { finishReason: 'STOP' } : {}), index: 0 }],
       usageMetadata: i === parts.length - 1 ? { promptTokenCount: STUB_USAGE.input, candidatesTokenCount: STUB_USAGE.output, totalTokenCount: STUB_USAGE.input + STUB_USAGE.output } : { promptTokenCount: STUB_USAGE.input, totalTokenCount: STUB_USAGE.input },
@@ -126,7 +149,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
   let base64 = false;
   try {
     const req = JSON.parse(body) as { model?: unknown; encoding_format?: unknown };
-    if (typeof req.model === 'string') model = req.model;
+    if (typeof req.model === 'string') model = answeredModel(req.model);
     base64 = req.encoding_format === 'base64';
   } catch {
     /* not JSON: keep the defaults */
@@ -177,7 +200,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
       json: {
         candidates: [{ content: { role: 'model', parts: [{ text: UPSTREAM_TEXT }] }, finishReason: 'STOP', index: 0 }],
         usageMetadata: { promptTokenCount: STUB_USAGE.input, candidatesTokenCount: STUB_USAGE.output, totalTokenCount: STUB_USAGE.input + STUB_USAGE.output },
-        modelVersion: decodeURIComponent(g[1]!),
+        modelVersion: answeredModel(decodeURIComponent(g[1]!)),
       },
     };
   }

@@ -21,7 +21,9 @@ import type { Schema } from '../schema/redis-schema.ts';
 import { eventsSchema } from '../schema/events.ts';
 import { eventsWritten, wakeAccounts } from '../events/publish.ts';
 import type { RedisClient } from '../store/redis.ts';
-import { costMicros, type PriceTable } from './pricing.ts';
+import type { PriceBasis } from '../prices/basis.ts';
+import type { PriceCatalog } from '../prices/catalog.ts';
+import { priceBookingUsage, type PriceTable } from './pricing.ts';
 import type { Booking } from './session.ts';
 import type { EndpointKind } from './usage.ts';
 
@@ -30,6 +32,8 @@ export interface PricedBooking {
   readonly booking: Booking;
   readonly amountMicros: number;
   readonly unpriced: boolean;
+  /** Why this price (the usage-log entry's `price`); absent only for bookings made before it existed. */
+  readonly basis?: PriceBasis;
   /** When the response ended (epoch ms): the booking lag is measured from it. */
   readonly endedAt: number;
   /** What a report of the booking adds (span, GenAI metrics): set by the meter. */
@@ -51,12 +55,13 @@ export type BookResult = 'booked' | 'duplicate' | 'floor' | 'error';
 /** Writes one batch; answers one result per booking in order, or rejects when nothing is known (connection lost). */
 export type BookingWrite = (batch: readonly PricedBooking[]) => Promise<BookResult[]>;
 
-/** Prices a booking with a table: the lookup order of `PriceTable.lookup`; no match → 0, unpriced. */
-export function priceBooking(b: Booking, table: PriceTable, endedAt: number): PricedBooking & { clamped: boolean } {
-  const p = table.lookup(b.model, b.family);
-  if (p === null) return { booking: b, amountMicros: 0, unpriced: true, endedAt, clamped: false };
-  const c = costMicros(b, p.price);
-  return { booking: b, amountMicros: c.amount, unpriced: false, endedAt, clamped: c.clamped };
+/**
+ * Prices a booking with the table and the catalog (null: off), in the order of src/prices/resolve.ts
+ * (the response's model, then the requested one); no match → 0, unpriced. The basis says why.
+ */
+export function priceBooking(b: Booking, table: PriceTable, endedAt: number, catalog: PriceCatalog | null = null, requested: string | null = null, accountMultiplier?: bigint): PricedBooking & { clamped: boolean } {
+  const p = priceBookingUsage({ table, catalog }, b.family, b.model, requested, b, endedAt, accountMultiplier);
+  return { booking: b, amountMicros: p.amount, unpriced: p.unpriced, endedAt, clamped: p.clamped, basis: p.basis };
 }
 
 /** The ARGV of RECORD_USAGE for a metered booking. */
@@ -79,6 +84,7 @@ export function bookingArgs(p: PricedBooking, o: { idempotencySeconds: number; l
     'meter',
     b.estimated ? '1' : '',
     p.unpriced ? '1' : '',
+    p.basis === undefined ? '' : JSON.stringify(p.basis),
   ];
 }
 

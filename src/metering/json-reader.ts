@@ -9,7 +9,7 @@
  * streamed JSON array `[{…},{…}]`): when a record's closing bracket is read, `onRecord` is called
  * with the slots and they are cleared for the next.
  *
- * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, two strings of at
+ * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, four strings of at
  * most STRING_MAX bytes. Deeper nesting or bytes that are not JSON stop the reader (`failed`); it
  * reads nothing more until `reset()` (each SSE event resets it).
  *
@@ -46,6 +46,12 @@ export interface JsonNode {
   readonly text?: boolean;
   /** Every string below this value (at any depth) is text. */
   readonly deepText?: boolean;
+  /**
+   * An object counted by its modality (Gemini's `ModalityTokenCount`): when it closes, the count it
+   * read into `MODALITY_COUNT_SLOT` is added to the slot of the modality it read into
+   * `MODALITY_STRING_SLOT` (pairs of modality name and slot; other modalities: not counted).
+   */
+  readonly modalityOf?: readonly (readonly [string, number])[];
 }
 
 /** An object node: its members by name (ASCII names without escapes: the only ones matched). */
@@ -59,12 +65,19 @@ export function arr(items: JsonNode): JsonNode {
 export const count = (slot: number): JsonNode => ({ count: slot });
 export const str = (slot: number): JsonNode => ({ str: slot });
 export const TEXT: JsonNode = { text: true };
+/** The slots a modality element reads into before it is folded (reserved: the last number and string slots). */
+export const MODALITY_COUNT_SLOT = 12;
+export const MODALITY_STRING_SLOT = 3;
+/** An object of `{modality, tokenCount}` whose count goes to its modality's slot. */
+export function byModality(slots: Record<string, number>): JsonNode {
+  return { ...obj({ modality: { str: MODALITY_STRING_SLOT }, tokenCount: { count: MODALITY_COUNT_SLOT } }), modalityOf: Object.entries(slots) };
+}
 export const DEEP_TEXT: JsonNode = { deepText: true };
 
 /** Number slots per record. */
-export const SLOT_COUNT = 8;
+export const SLOT_COUNT = 13;
 /** String slots per record. */
-export const STRING_SLOTS = 2;
+export const STRING_SLOTS = 4;
 /** The longest captured string, in bytes (longer: the slot is marked bad). */
 export const STRING_MAX = 256;
 /** The deepest nesting read. */
@@ -148,8 +161,8 @@ export class JsonReader implements RecordView {
   private capLen = 0;
   private capSlot = 0;
   /** Per string slot, the bytes and string of its last capture: a stream repeats its model and types, decoded once. */
-  private readonly lastCap: Uint8Array[] = [NONE, NONE];
-  private readonly lastCapStr: (string | null)[] = [null, null];
+  private readonly lastCap: Uint8Array[] = [NONE, NONE, NONE, NONE];
+  private readonly lastCapStr: (string | null)[] = [null, null, null, null];
 
   // number being read
   private numSlot = -1;
@@ -158,10 +171,10 @@ export class JsonReader implements RecordView {
   private numDigits = 0;
 
   // the record being read (this reader is the RecordView handed to onRecord)
-  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
-  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
-  readonly strings: (string | null)[] = [null, null];
-  readonly stringBad: number[] = [0, 0];
+  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
+  readonly strings: (string | null)[] = [null, null, null, null];
+  readonly stringBad: number[] = [0, 0, 0, 0];
   /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
   text = 0;
 
@@ -517,9 +530,33 @@ export class JsonReader implements RecordView {
 
   private close(): number {
     const d = this.depth--;
+    const mo = this.nodes[d]?.modalityOf;
+    if (mo !== undefined && this.kinds[d] === OBJ) this.foldModality(mo);
     if (this.deepFrom === d) this.deepFrom = 0;
     if (d === 1 && this.topArray) return S_DONE;
     return this.afterValue();
+  }
+
+  /** A modality element closed: its count is added to its modality's slot; the element's slots are cleared. */
+  private foldModality(mo: readonly (readonly [string, number])[]): void {
+    const cs = this.countState;
+    const m = this.strings[MODALITY_STRING_SLOT];
+    if (cs[MODALITY_COUNT_SLOT] === SEEN && m !== null && m !== undefined) {
+      for (const [name, slot] of mo) {
+        if (name !== m) continue;
+        const sum = (cs[slot] === SEEN ? this.counts[slot]! : 0) + this.counts[MODALITY_COUNT_SLOT]!;
+        if (sum > MAX_COUNT) cs[slot] = BAD;
+        else if (cs[slot] !== BAD) {
+          this.counts[slot] = sum;
+          cs[slot] = SEEN;
+        }
+      }
+    } else if (cs[MODALITY_COUNT_SLOT] === BAD) {
+      for (const [name, slot] of mo) if (name === m) cs[slot] = BAD;
+    }
+    cs[MODALITY_COUNT_SLOT] = UNSEEN;
+    this.strings[MODALITY_STRING_SLOT] = null;
+    this.stringBad[MODALITY_STRING_SLOT] = 0;
   }
 
   private emit(): void {

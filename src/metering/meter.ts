@@ -16,6 +16,7 @@ import { ProblemLog } from './problem-log.ts';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PriceTable } from './pricing.ts';
+import type { PriceCatalog } from '../prices/catalog.ts';
 import { priceBooking, type Booker } from './booker.ts';
 import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
 import type { MeteringMetrics } from '../telemetry/metering-metrics.ts';
@@ -33,6 +34,10 @@ export interface MeterDeps {
   readonly booker: Booker;
   /** The price table now (the cached record; a promise when it must be read). */
   readonly prices: () => PriceTable | Promise<PriceTable>;
+  /** The price catalog under the table (null or absent: off, `KEYGATE_PRICE_CATALOG=false`). */
+  readonly catalog?: PriceCatalog | null;
+  /** The account's price multiplier (10^-6 units; absent: 1), applied after everything else. */
+  readonly accountMultiplier?: (account: string) => bigint | Promise<bigint>;
   readonly metrics: MeteringMetrics;
   readonly log: Logger;
   readonly options: Omit<MeterOptions, 'newRequestId'>;
@@ -146,7 +151,14 @@ export class Meter {
       }
       table = later;
     }
-    const priced = priceBooking(o.booking, table, endedAt);
+    let multiplier: bigint | undefined;
+    try {
+      multiplier = await this.#d.accountMultiplier?.(o.booking.account);
+    } catch (err) {
+      // The account record could not be read (the store is down): the standard rate, logged; the basis says 1.
+      this.#d.log.warn({ requestId: o.booking.request_id, err: { message: asError(err).message } }, 'metering: the account price multiplier could not be read; priced at 1');
+    }
+    const priced = priceBooking(o.booking, table, endedAt, this.#d.catalog ?? null, n.requestedModel, multiplier);
     const t = n.trace;
     const p = n.endpointKind === null ? priced : { ...priced, context: { operation: n.endpointKind, requestModel: n.requestedModel, traceparent: t?.parent, tracestate: t?.state, startedAtMs: openedAt } };
     if (p.unpriced) m.unpriced.inc();

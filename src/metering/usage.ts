@@ -13,13 +13,22 @@
  * - OpenAI: prompt/input tokens already include cached tokens; completion/output include reasoning.
  * - Anthropic: `input_tokens` excludes `cache_read_input_tokens` and `cache_creation_input_tokens`.
  * - Google: `promptTokenCount` includes `cachedContentTokenCount`; `candidatesTokenCount`
- *   excludes `thoughtsTokenCount`.
+ *   excludes `thoughtsTokenCount`; `toolUsePromptTokenCount` (grounding, URL context) is input
+ *   outside `promptTokenCount`: added to `input`.
+ * Section 16's classes, each a part of the count above it: `cache_write_1h` (Anthropic
+ * `usage.cache_creation.ephemeral_1h_input_tokens`, a part of cache writes); `input_audio`,
+ * `input_image` (OpenAI `prompt_tokens_details.audio_tokens` / `image_tokens`; Google
+ * `promptTokensDetails` by modality AUDIO / IMAGE); `output_audio`, `output_image` (OpenAI
+ * `completion_tokens_details.audio_tokens`; Google `candidatesTokensDetails`); `tool_use_prompt`
+ * (Google); `web_search_requests` (Anthropic `usage.server_tool_use.web_search_requests`, calls);
+ * and the response's `service_tier` (OpenAI top level; Anthropic `usage.service_tier`). OpenAI's
+ * `prompt_tokens_details.cache_write_tokens` are cache writes (a part of `prompt_tokens`).
  */
 import type { Family } from '../core/family.ts';
 import { pathOnly } from '../core/family.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { MAX_TOKEN_COUNT } from '../schema/money.ts';
-import { arr, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { arr, byModality, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
 
 export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
 
@@ -36,9 +45,19 @@ export const OUT = 1;
 export const CACHED = 2;
 export const CACHE_WRITE = 3;
 export const REASONING = 4;
+export const CACHE_WRITE_1H = 5;
+export const AUDIO_IN = 6;
+export const AUDIO_OUT = 7;
+export const IMAGE_IN = 8;
+export const IMAGE_OUT = 9;
+export const TOOL_USE = 10;
+export const WEB_SEARCH = 11;
+/** Number slots read (12 is the reader's modality scratch slot). */
+const NUMBER_SLOTS = 12;
 // string slots
 export const MODEL = 0;
 export const TYPE = 1;
+export const SERVICE_TIER = 2;
 
 const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
 
@@ -68,13 +87,14 @@ export function meteredEndpoint(path: string): MeteredEndpoint | null {
 const openaiUsage = obj({
   prompt_tokens: count(IN),
   completion_tokens: count(OUT),
-  prompt_tokens_details: obj({ cached_tokens: count(CACHED) }),
-  completion_tokens_details: obj({ reasoning_tokens: count(REASONING) }),
+  prompt_tokens_details: obj({ cached_tokens: count(CACHED), cache_write_tokens: count(CACHE_WRITE), audio_tokens: count(AUDIO_IN), image_tokens: count(IMAGE_IN) }),
+  completion_tokens_details: obj({ reasoning_tokens: count(REASONING), audio_tokens: count(AUDIO_OUT) }),
 });
 const toolCalls = arr(obj({ function: obj({ arguments: TEXT }) }));
 const openaiMessage = obj({ content: TEXT, refusal: TEXT, tool_calls: toolCalls });
 const OPENAI_CHAT = obj({
   model: str(MODEL),
+  service_tier: str(SERVICE_TIER),
   usage: openaiUsage,
   choices: arr(obj({ message: openaiMessage, delta: openaiMessage, text: TEXT })),
 });
@@ -90,10 +110,11 @@ const responsesOutput = arr(obj({ content: arr(obj({ text: TEXT, refusal: TEXT }
 const OPENAI_RESPONSES = obj({
   type: str(TYPE),
   model: str(MODEL),
+  service_tier: str(SERVICE_TIER),
   usage: responsesUsage,
   output: responsesOutput,
   // streamed: every event's `response` (its usage counts only in the final events), text deltas
-  response: obj({ model: str(MODEL), usage: responsesUsage }),
+  response: obj({ model: str(MODEL), service_tier: str(SERVICE_TIER), usage: responsesUsage }),
   delta: TEXT,
 });
 
@@ -102,6 +123,9 @@ const anthropicUsage = obj({
   output_tokens: count(OUT),
   cache_read_input_tokens: count(CACHED),
   cache_creation_input_tokens: count(CACHE_WRITE),
+  cache_creation: obj({ ephemeral_1h_input_tokens: count(CACHE_WRITE_1H) }),
+  server_tool_use: obj({ web_search_requests: count(WEB_SEARCH) }),
+  service_tier: str(SERVICE_TIER),
 });
 const ANTHROPIC = obj({
   type: str(TYPE),
@@ -119,6 +143,9 @@ const GOOGLE = obj({
     candidatesTokenCount: count(OUT),
     cachedContentTokenCount: count(CACHED),
     thoughtsTokenCount: count(REASONING),
+    toolUsePromptTokenCount: count(TOOL_USE),
+    promptTokensDetails: arr(byModality({ AUDIO: AUDIO_IN, IMAGE: IMAGE_IN })),
+    candidatesTokensDetails: arr(byModality({ AUDIO: AUDIO_OUT, IMAGE: IMAGE_OUT })),
   }),
   candidates: arr(obj({ content: obj({ parts: arr(obj({ text: TEXT })) }) })),
 });
@@ -170,8 +197,10 @@ export function noAnomalies(): Anomalies {
 
 /** The latest counts seen, per raw provider field. */
 export class UsageState {
-  readonly counts = new Float64Array(5);
-  readonly seen = new Uint8Array(5);
+  readonly counts = new Float64Array(NUMBER_SLOTS);
+  readonly seen = new Uint8Array(NUMBER_SLOTS);
+  /** The response's service tier (the latest seen), or null. */
+  serviceTier: string | null = null;
   /** The output count seen is not final (Anthropic's message_start). */
   outputProvisional = false;
   model: string | null = null;
@@ -190,6 +219,8 @@ export class UsageState {
   }
 
   takeModel(r: RecordView): void {
+    const st = r.strings[SERVICE_TIER];
+    if (st !== null && st !== undefined && /^[a-z0-9_-]{1,32}$/.test(st)) this.serviceTier = st;
     const m = r.strings[MODEL];
     if (m !== null && m !== undefined) {
       // a stream repeats its model in every record: the one already taken was checked
@@ -200,7 +231,7 @@ export class UsageState {
   }
 }
 
-const ALL = [IN, OUT, CACHED, CACHE_WRITE, REASONING];
+const ALL = [IN, OUT, CACHED, CACHE_WRITE, REASONING, CACHE_WRITE_1H, AUDIO_IN, AUDIO_OUT, IMAGE_IN, IMAGE_OUT, TOOL_USE, WEB_SEARCH];
 
 /** A model name metering accepts from a response: 1–256 printable ASCII characters without spaces. */
 export function isPlainModel(m: string): boolean {
@@ -254,6 +285,18 @@ export interface TokenCounts {
   reasoning_tokens: number;
   /** A count was estimated, or is not final. */
   estimated: boolean;
+  /** Section 16's classes (parts of the counts above; 0 when not reported). */
+  cache_write_1h_tokens?: number;
+  input_audio_tokens?: number;
+  output_audio_tokens?: number;
+  input_image_tokens?: number;
+  output_image_tokens?: number;
+  /** Google's tool-use prompt tokens (included in input_tokens). */
+  tool_use_prompt_tokens?: number;
+  /** Web-search calls (Anthropic server tools). */
+  web_search_requests?: number;
+  /** The response's service tier, when it named one. */
+  service_tier?: string | null;
 }
 
 /** Code points → tokens, the estimate: ceil(code points / 4). */
@@ -283,13 +326,14 @@ export function normalise(family: Family, kind: EndpointKind, u: UsageState, req
     output = v(OUT);
     reasoning = 0;
   } else if (family === 'google') {
-    input = v(IN);
+    input = v(IN) + v(TOOL_USE);
     cached = v(CACHED);
     reasoning = v(REASONING);
     output = v(OUT) + reasoning;
   } else {
     input = v(IN);
     cached = v(CACHED);
+    cacheWrite = v(CACHE_WRITE);
     output = v(OUT);
     reasoning = v(REASONING);
   }
@@ -320,5 +364,27 @@ export function normalise(family: Family, kind: EndpointKind, u: UsageState, req
     u.anomalies.clamped++;
     reasoning = output;
   }
-  return { input_tokens: input, cached_input_tokens: cached, cache_write_tokens: cacheWrite, output_tokens: output, reasoning_tokens: reasoning, estimated };
+  // The parts of section 16, each within its whole (a part above it is clamped and counted).
+  const part = (slot: number, whole: number) => {
+    const x = v(slot);
+    if (x > whole) u.anomalies.clamped++;
+    return Math.min(x, whole);
+  };
+  const cw1h = part(CACHE_WRITE_1H, cacheWrite);
+  const audioIn = part(AUDIO_IN, input);
+  const imageIn = part(IMAGE_IN, input - audioIn);
+  const audioOut = kind === 'embeddings' ? 0 : part(AUDIO_OUT, output);
+  const imageOut = kind === 'embeddings' ? 0 : part(IMAGE_OUT, output - audioOut);
+  const toolUse = family === 'google' ? part(TOOL_USE, input) : 0;
+  const webSearch = Math.min(v(WEB_SEARCH), MAX_TOKEN_COUNT);
+  const counts: TokenCounts = { input_tokens: input, cached_input_tokens: cached, cache_write_tokens: cacheWrite, output_tokens: output, reasoning_tokens: reasoning, estimated };
+  if (cw1h > 0) counts.cache_write_1h_tokens = cw1h;
+  if (audioIn > 0) counts.input_audio_tokens = audioIn;
+  if (imageIn > 0) counts.input_image_tokens = imageIn;
+  if (audioOut > 0) counts.output_audio_tokens = audioOut;
+  if (imageOut > 0) counts.output_image_tokens = imageOut;
+  if (toolUse > 0) counts.tool_use_prompt_tokens = toolUse;
+  if (webSearch > 0) counts.web_search_requests = webSearch;
+  if (u.serviceTier !== null) counts.service_tier = u.serviceTier;
+  return counts;
 }

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import { PRICES_RECORD } from '../schema/records.ts';
+import { ACCOUNT_RECORD, PRICES_RECORD, type AccountState } from '../schema/records.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { isPending, type RecordSource } from '../store/record-source.ts';
 import { connectRedis } from '../store/redis.ts';
@@ -16,6 +16,7 @@ import { Booker, redisBookingWrite } from './booker.ts';
 import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
+import { priceCatalog } from '../prices/index.ts';
 
 /**
  * The price table now: the cached record; when the store cannot answer, the last table read (a
@@ -34,6 +35,15 @@ export function priceSource(store: RecordSource): () => PriceTable | Promise<Pri
         throw err;
       },
     );
+  };
+}
+
+/** The account's price multiplier through the cached store (the account record; absent or off the schema: 1). */
+export function accountMultiplierSource(store: RecordSource): (account: string) => bigint | Promise<bigint> {
+  const of = (st: AccountState) => (typeof st.priceMultiplier === 'bigint' ? st.priceMultiplier : 1_000_000n);
+  return (account) => {
+    const v = store.lookup(ACCOUNT_RECORD, account);
+    return isPending(v) ? v.then(of) : of(v);
   };
 }
 
@@ -71,6 +81,8 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
   meter = new Meter({
     booker,
     prices: priceSource(store),
+    catalog: priceCatalog(config.priceCatalog),
+    accountMultiplier: accountMultiplierSource(store),
     metrics: mm,
     log,
     options: { ...DEFAULT_METER_OPTIONS, forceUsage: config.meterForceUsage, keyIdHeader: config.keyIdHeader, accountHeader: config.accountHeader },

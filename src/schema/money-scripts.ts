@@ -185,7 +185,8 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  *   6 min balance (and the key's largest total spend), 7 model ('' = none), 8 input tokens ('' =
  *   not given), 9 output tokens, 10 account (events), 11 cached input tokens, 12 cache write
  *   tokens, 13 reasoning tokens, 14 source (`meter` | `record`; '' = record), 15 estimated ('1' |
- *   ''), 16 unpriced ('1' | '').
+ *   ''), 16 unpriced ('1' | ''), 17 price (the basis of the amount, JSON text; '' = none: the entry
+ *   then has no `price` field).
  * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/events/lua.ts).
  * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
  * or output count is given (tokens = input + output).
@@ -286,6 +287,7 @@ opt('reasoning', ARGV[13])
 opt('src', ARGV[14])
 opt('est', ARGV[15])
 opt('unpriced', ARGV[16])
+opt('price', ARGV[17])
 local id = redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', unpack(entry))
 return {'OK', balance, spent, id, fmt(events_emitted)}`;
 

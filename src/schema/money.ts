@@ -304,7 +304,7 @@ export function parseKeyUse(hash: Record<string, string>, nowMs: number): KeyUse
 /**
  * One usage-log entry (stream fields `key`, `req`, `amount`, `model`?, `in`?, `out`?, `cached_in`?,
  * `cache_write`?, `reasoning`?, `src`? (`meter` | `record`; absent = record), `est`? and
- * `unpriced`? (`1` when set)).
+ * `unpriced`? (`1` when set), `price`? (why this price: JSON text, src/prices/basis.ts)).
  */
 export interface UsageEntry {
   /** Stream id `{ms}-{seq}`: the Redis time of the record. */
@@ -326,6 +326,19 @@ export interface UsageEntry {
   readonly estimated: boolean;
   /** No price matched the model: booked at 0. */
   readonly unpriced: boolean;
+  /** Why this price (src/prices/basis.ts), from the entry's `price` field (JSON text); null when it has none or it does not parse. */
+  readonly price: Record<string, unknown> | null;
+}
+
+/** The `price` field of a usage-log entry, parsed (a JSON object), or null. */
+export function parsePriceField(v: string | undefined): Record<string, unknown> | null {
+  if (v === undefined || v === '' || v.length > 16_384) return null;
+  try {
+    const o: unknown = JSON.parse(v);
+    return typeof o === 'object' && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }
 
 export function parseUsageEntry(account: string, id: string, flat: readonly string[]): UsageEntry {
@@ -348,5 +361,6 @@ export function parseUsageEntry(account: string, id: string, flat: readonly stri
     source: f.src === 'meter' ? 'meter' : 'record',
     estimated: f.est === '1',
     unpriced: f.unpriced === '1',
+    price: parsePriceField(f.price),
   };
 }

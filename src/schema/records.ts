@@ -8,6 +8,7 @@
  * A decoder never throws: a record that does not follow the schema decodes to a value the phase
  * denies (fail closed), and `corrupt` names why, for the operator's log (once per record).
  */
+import { parsePriceMultiplier, PRICE_MULTIPLIER_FIELD } from './account-price.ts';
 import { PriceTable } from '../metering/pricing.ts';
 import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
@@ -72,17 +73,24 @@ export interface AccountState {
   readonly rates: Rates;
   /** `PROVIDER_BIT`s of the providers with an own credential (`credentials` field; 0: none). */
   readonly credentials: number;
+  /** The account's price multiplier for metering (10^-6 units; absent: 1; 'corrupt': off the schema, priced at 1). */
+  readonly priceMultiplier?: bigint | 'corrupt';
 }
 const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES, credentials: 0 });
 const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES, credentials: 0 });
 const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES, credentials: 0 });
 
-/** An HMGET of `status`, `rate`, `token_rate`, `credentials` (shared objects for an account without rates or credentials). */
+/**
+ * An HMGET of `status`, `rate`, `token_rate`, `credentials`, `price_multiplier` (shared objects for an
+ * account without rates, credentials or multiplier).
+ */
 export function parseAccountState(values: readonly (string | null)[]): AccountState {
   const blocked = parseAccountBlocked(values[0] ?? null);
   const rates = parseRateFields(values[1], values[2]);
   const credentials = parseCredentialMarker(values[3]);
   if (blocked === 'corrupt' || typeof rates === 'string' || credentials === 'corrupt') return ACCOUNT_CORRUPT;
+  const priceMultiplier = parsePriceMultiplier(values[4]);
+  if (priceMultiplier !== undefined) return { blocked, rates, credentials, priceMultiplier };
   if (rates === NO_RATES && credentials === 0) return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
   return { blocked, rates, credentials };
 }
@@ -91,7 +99,7 @@ export function parseAccountState(values: readonly (string | null)[]): AccountSt
 export const ACCOUNT_RECORD: RecordType<AccountState> = {
   name: 'account',
   key: (s, accountId) => s.account(accountId),
-  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, AccountField.credentials)),
+  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, AccountField.credentials, PRICE_MULTIPLIER_FIELD)),
   corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, a rate is not N/UNIT, or credentials names no provider' : undefined),
   negative: () => false,
 };

@@ -62,6 +62,12 @@ describe('layers', () => {
     expect(users.filter((l) => /key-console|ManagementConsole/.test(l))).toEqual([]);
   });
 
+  it('the price catalog\'s room (src/prices) imports nothing of keygate outside it', () => {
+    const imports = importsOf('src/prices');
+    expect(imports.length).toBeGreaterThan(5); // the control
+    expect(imports.filter((l) => /: \.\.\//.test(l))).toEqual([]);
+  });
+
   it('the pure core imports no I/O module, store or pipeline', () => {
     expect(importsOf('src/core').filter((l) => /'node:|ioredis|pino|\/store\/|\/pipeline\/|\/authorizer/.test(l))).toEqual([]);
   });

@@ -70,6 +70,9 @@ export interface LedgerEntry {
   request_id: string | null;
   key_id: string | null;
   model: string | null;
+  /** A metered charge's price rule and the name that priced it. */
+  price_rule?: string;
+  priced_by?: string | null;
 }
 
 export interface LedgerPage {

@@ -1114,7 +1114,7 @@ function ledgerView(): TemplateResult {
                 <td class="nowrap"><time datetime=${e.time}>${when(e.time)}</time></td>
                 <td>${e.type === 'credit' ? 'Credit' : 'Charge'}</td>
                 <td class="num ${e.amount_micros < 0 ? 'neg' : 'pos'}">${e.amount_micros > 0 ? '+' : ''}${money(e.amount_micros)}</td>
-                <td>${e.reference ?? e.request_id ?? ''}${e.model ? html`<span class="sub">${e.model}</span>` : nothing}</td>
+                <td>${e.reference ?? e.request_id ?? ''}${e.model ? html`<span class="sub">${e.model}</span>` : nothing}${e.price_rule ? html`<span class="sub price-rule" title="how this charge was priced">priced as ${e.priced_by ?? 'unpriced'} (${e.price_rule})</span>` : nothing}</td>
                 <td>${e.key_id ? html`<code>${e.key_id}</code>` : nothing}</td>
               </tr>`,
             )}
