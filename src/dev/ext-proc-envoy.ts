@@ -1,7 +1,7 @@
 /**
  * The Envoy side of ext_proc for `keygate dev`'s gateway: it plays Envoy's ext_proc filter (as
  * envoy.yaml configures it) against the sidecar's `ExternalProcessor/Process` over HTTP/2 —
- * request headers with the ext_authz identity forwarded as metadata, the request body of the
+ * request headers with the ext_authz identity and booking id forwarded as metadata, the request body of the
  * metered endpoints (whole; `sendsBodyToMetering` in gateway.ts), response headers, response body chunks; the request body's answer is
  * awaited and a body mutation applied, every other answer is read and dropped (metering never
  * changes a response). Any failure just stops metering that request (failure_mode_allow).
@@ -15,6 +15,15 @@ import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:h
 import { frameMessage, Reader, type Field } from '../transport/grpc/codec.ts';
 import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
 import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
+import { BOOKING_ID_FIELD } from '../schema/booking.ts';
+
+/** What the dev gateway forwards as ext_authz metadata. */
+export interface Identity {
+  readonly keyId: string;
+  readonly accountId: string;
+  readonly model?: string;
+  readonly bookingId?: string;
+}
 
 function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
   const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
@@ -30,13 +39,15 @@ function bodyField(no: number, body: Uint8Array, eos: boolean): Field {
   return [no, f];
 }
 
-function metadataField(identity: { keyId: string; accountId: string; model?: string }): Field {
+/** The forwarded ext_authz namespace: identity, model and the allow's booking id (`booking_id`). */
+function metadataField(identity: Identity): Field {
   const value = (v: string): Field[] => [[3, v]];
   const fields: Field[] = [
     [1, [[1, 'key_id'], [2, value(identity.keyId)]]],
     [1, [[1, 'account_id'], [2, value(identity.accountId)]]],
   ];
   if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
+  if (identity.bookingId !== undefined) fields.push([1, [[1, BOOKING_ID_FIELD], [2, value(identity.bookingId)]]]);
   return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
 }
 
@@ -82,7 +93,7 @@ export class EnvoyExtProc {
   }
 
   /** Opens a Process stream on `session`. */
-  static open(session: ClientHttp2Session, identity: { keyId: string; accountId: string }): EnvoyExtProc {
+  static open(session: ClientHttp2Session, identity: Identity): EnvoyExtProc {
     const stream = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
     return new EnvoyExtProc(stream, metadataField(identity));
   }

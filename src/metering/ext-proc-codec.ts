@@ -7,7 +7,7 @@
  * Read from a `ProcessingRequest`: which phase (oneof `request`, the last one wins as in proto3),
  * its headers (`HeaderMap`, `raw_value` preferred over `value`), body bytes (a view of the message,
  * not a copy) and `end_of_stream`; `metadata_context.filter_metadata["envoy.filters.http.ext_authz"]`
- * string fields `key_id`, `account_id`, `model`; and `observability_mode`. Anything malformed throws
+ * string fields `key_id`, `account_id`, `model`, `booking_id` (or `x-keygate-booking-id`); and `observability_mode`. Anything malformed throws
  * `WireError` and nothing else (proven with hostile bytes in test/unit/metering-codec.test.ts).
  *
  * Written: a `ProcessingResponse` answering one phase with an empty `HeadersResponse`,
@@ -15,6 +15,7 @@
  * `CommonResponse.body_mutation.body` replaces the request body.
  */
 import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
+import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../schema/booking.ts';
 
 export { WireError };
 
@@ -41,11 +42,13 @@ const PHASES: readonly (Phase | null)[] = [
   'response_trailers',
 ];
 
-/** What ext_authz forwarded: the allow's identity and model (absent fields stay undefined). */
+/** What ext_authz forwarded: the allow's identity, model and booking id (absent fields stay undefined). */
 export interface AuthzMetadata {
   keyId?: string;
   accountId?: string;
   model?: string;
+  /** `booking_id` (gRPC Check), or `x-keygate-booking-id` (HTTP authz through `dynamic_metadata_from_headers`). */
+  bookingId?: string;
 }
 
 /** One decoded ProcessingRequest, the fields metering reads. */
@@ -185,6 +188,7 @@ function authzField(r: Reader, stop: number, meta: AuthzMetadata): void {
   if (key === 'key_id') meta.keyId = value ?? undefined;
   else if (key === 'account_id') meta.accountId = value ?? undefined;
   else if (key === 'model') meta.model = value ?? undefined;
+  else if (key === BOOKING_ID_FIELD || key === BOOKING_ID_HEADER) meta.bookingId = value ?? undefined;
 }
 
 /** One Metadata.filter_metadata entry { string key = 1; Struct value = 2; }: the ext_authz namespace's fields. */

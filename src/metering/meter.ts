@@ -126,7 +126,7 @@ export class Meter {
     if (n.identityMismatch) m.anomalies.inc({ kind: 'identity-mismatch' });
     if (n.oversizedEvents > 0) m.anomalies.inc({ kind: 'oversized-events' }, n.oversizedEvents);
     if (n.cut) m.anomalies.inc({ kind: 'cut' });
-    if (n.requestId === 'generated') m.anomalies.inc({ kind: 'generated-request-id' });
+    if (n.bookingId === 'minted' && o.kind === 'booking') m.anomalies.inc({ kind: 'missing-booking-id' });
     if (o.kind === 'none') {
       m.streams.inc({ outcome: o.reason });
       if (o.reason === 'no-identity' || o.reason === 'no-response-headers') m.unbooked.inc({ reason: o.reason });
@@ -152,13 +152,16 @@ export class Meter {
     if (p.unpriced) m.unpriced.inc();
     if (p.clamped) m.anomalies.inc({ kind: 'cost-clamped' });
     if (o.booking.estimated) m.anomalies.inc({ kind: 'estimated' });
-    if (n.failure !== null || n.modelDiffers || n.identityMismatch) {
+    const minted = n.bookingId === 'minted';
+    if (n.failure !== null || n.modelDiffers || n.identityMismatch || minted) {
       const { tell, held } = this.#problems.take();
       if (held > 0) this.#d.log.warn({ held }, 'metering: more responses read with a problem in the last window (counted in keygate_metering_anomalies_total and keygate_metering_failures_total)');
       if (tell) {
         this.#d.log.warn(
-          { requestId: o.booking.request_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch },
-          'metering: response read with a problem (booked from what was read)',
+          { requestId: o.booking.request_id, bookingId: o.booking.booking_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch, missingBookingId: minted },
+          minted
+            ? 'metering: no booking_id in the forwarded ext_authz metadata (forward the envoy.filters.http.ext_authz namespace to ext_proc); booked under an id minted for this stream'
+            : 'metering: response read with a problem (booked from what was read)',
         );
       }
     }

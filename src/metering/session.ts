@@ -25,6 +25,7 @@
 import { createHash } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
+import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
 import { continueResponse, decodeProcessingRequest, headerOf, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
 import { forceIncludeUsage } from './include-usage.ts';
@@ -43,7 +44,10 @@ export interface MeterOptions {
   readonly maxDecodedBytes: number;
   /** The most encoded input waiting to be decoded. */
   readonly maxPendingBytes: number;
-  /** A request id for a response without `x-request-id` (must match the usage-record id pattern). */
+  /**
+   * A booking id for a stream whose ext_authz metadata carried none (a deployment that does not
+   * forward it): one per stream, never a client's header (must match the usage-record id pattern).
+   */
   readonly newRequestId: () => string;
 }
 
@@ -58,6 +62,9 @@ export const DEFAULT_METER_OPTIONS: Omit<MeterOptions, 'newRequestId'> = {
 
 /** What the usage log and the books get for one metered response. */
 export interface Booking extends TokenCounts {
+  /** The id the booking is idempotent on: keygate's (the allow's `booking_id`, or minted per stream). */
+  readonly booking_id: string;
+  /** Envoy's `x-request-id`, a label in the usage log only ('' when the request had none). */
   readonly request_id: string;
   readonly key_id: string;
   readonly account: string;
@@ -71,7 +78,10 @@ export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-res
 
 /** Facts about a metered response for metrics and the log (no key material). */
 export interface MeterNotes {
-  requestId: 'as-sent' | 'hashed' | 'generated';
+  /** The `x-request-id` label: as sent, hashed (outside the usage-record id pattern), or absent. */
+  requestId: 'as-sent' | 'hashed' | 'absent';
+  /** The booking id: the allow's (forwarded metadata), or minted by metering (none forwarded: counted). */
+  bookingId: 'authz' | 'minted';
   /** The identity headers and the forwarded metadata named different keys (the metadata won). */
   identityMismatch: boolean;
   modelFrom: 'response' | 'path' | 'request' | 'metadata' | 'unknown';
@@ -106,7 +116,7 @@ export interface MeterStep {
 const NO_REPLY_OPEN: MeterStep = Object.freeze({ reply: null, close: false });
 const NO_REPLY_CLOSE: MeterStep = Object.freeze({ reply: null, close: true });
 
-/** The booking id of a request id: as sent when it is a usage-record id, else `h:` + its SHA-256 in hex. */
+/** The usage log's label of a request id: as sent when it is a usage-record id, else `h:` + its SHA-256 in hex. */
 export function bookingRequestId(sent: string): { id: string; hashed: boolean } {
   if (BOOK_ID_PATTERN.test(sent)) return { id: sent, hashed: false };
   return { id: `h:${createHash('sha256').update(sent, 'utf8').digest('hex')}`, hashed: true };
@@ -137,6 +147,7 @@ export class MeterSession {
   private feed: ((b: Uint8Array) => void) | null = null;
   private readonly notes: MeterNotes = {
     requestId: 'as-sent',
+    bookingId: 'authz',
     identityMismatch: false,
     modelFrom: 'unknown',
     modelDiffers: false,
@@ -317,6 +328,14 @@ export class MeterSession {
     return this.outcome;
   }
 
+  /** The allow's booking id when the metadata forwarded one of keygate's form; else one minted for this stream. */
+  private bookingId(): string {
+    const b = this.metadata?.bookingId;
+    if (b !== undefined && BOOKING_ID_PATTERN.test(b)) return b;
+    this.notes.bookingId = 'minted';
+    return this.opts.newRequestId();
+  }
+
   private async finish(): Promise<MeterOutcome> {
     this.feed = null;
     if (this.decoder !== null) {
@@ -355,18 +374,16 @@ export class MeterSession {
     const asked = ep.pathModel ?? this.requestModel ?? this.metadata?.model ?? null;
     notes.requestedModel = asked;
     if (notes.modelFrom === 'response' && asked !== null && !stripGooglePrefix(model!).toLowerCase().startsWith(stripGooglePrefix(asked).toLowerCase())) notes.modelDiffers = true;
-    let requestId: string;
-    if (this.requestIdSent === undefined || this.requestIdSent === '') {
-      requestId = this.opts.newRequestId();
-      notes.requestId = 'generated';
-    } else {
+    let requestId = '';
+    if (this.requestIdSent === undefined || this.requestIdSent === '') notes.requestId = 'absent';
+    else {
       const b = bookingRequestId(this.requestIdSent);
       requestId = b.id;
       if (b.hashed) notes.requestId = 'hashed';
     }
     return {
       kind: 'booking',
-      booking: { request_id: requestId, key_id: id.keyId, account: id.accountId, model, family: ep.family, ...counts },
+      booking: { booking_id: this.bookingId(), request_id: requestId, key_id: id.keyId, account: id.accountId, model, family: ep.family, ...counts },
       notes,
     };
   }

@@ -71,7 +71,7 @@ export class MeteringMetrics {
     for (const k of FAILURE_KINDS) this.failures.inc({ kind: k }, 0);
     this.anomalies = new Counter({
       name: 'keygate_metering_anomalies_total',
-      help: 'Oddities in metered responses: bad-counts, bad-model, clamped, model-differs, identity-mismatch, oversized-events, estimated, cut, generated-request-id, cost-clamped.',
+      help: 'Oddities in metered responses: bad-counts, bad-model, clamped, model-differs, identity-mismatch, oversized-events, estimated, cut, missing-booking-id (no booking_id forwarded: booked under an id minted per stream), cost-clamped.',
       labelNames: ['kind'] as const,
       registers,
     });

@@ -18,7 +18,7 @@ export interface MeteredExchange {
   readonly requestHeaders?: Record<string, string>;
   readonly requestId?: string;
   /** Forwarded as `metadata_context.filter_metadata["envoy.filters.http.ext_authz"]`. */
-  readonly identity?: { keyId: string; accountId: string; model?: string };
+  readonly identity?: { keyId: string; accountId: string; model?: string; bookingId?: string };
   /** Sent whole (BUFFERED) when given. */
   readonly requestBody?: string | Buffer;
   readonly status?: number;
@@ -81,7 +81,7 @@ export class ExtProcClient {
           metadata_context: {
             filter_metadata: {
               'envoy.filters.http.ext_authz': {
-                fields: { key_id: str(x.identity.keyId), account_id: str(x.identity.accountId), ...(x.identity.model ? { model: str(x.identity.model) } : {}) },
+                fields: { key_id: str(x.identity.keyId), account_id: str(x.identity.accountId), ...(x.identity.model ? { model: str(x.identity.model) } : {}), ...(x.identity.bookingId ? { booking_id: str(x.identity.bookingId) } : {}) },
               },
             },
           },
