@@ -137,6 +137,8 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     expect(p.metadata_options.forwarding_namespaces.untyped).toEqual(['envoy.filters.http.ext_authz']);
     expect(seconds(p.message_timeout)).toBeGreaterThan(0);
     expect(p.observability_mode).toBe(false);
+    // usage cannot be switched off: keygate refuses (400 USAGE_NOT_GUARANTEED) with an immediate response
+    expect(p.disable_immediate_response).toBe(false);
   });
 
   // Each path as a client sends it to the gateway; metered: whether keygate meters what it reaches.

@@ -11,7 +11,6 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Booker } from '../src/metering/booker.ts';
 import { MeterSession } from '../src/metering/session.ts';
-import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -20,7 +19,7 @@ import { rateKeys } from '../src/schema/rates.ts';
 import { ExtProcClient, type MeteredExchange } from './helpers/ext-proc-client.ts';
 import { startMeteringPair, type MeteringPair } from './helpers/metering-pair.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
 import { fixture } from './unit/metering-helpers.ts';
 
 const s = schema();

@@ -63,6 +63,56 @@ function lenField(b: Buffer, no: number): Buffer | null {
   return found;
 }
 
+/** What Envoy does with an `immediate_response` (ProcessingResponse field 7): answers the client with it. */
+export interface Immediate {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer;
+}
+
+/** The varint field `no` of a message (the last one), or null. */
+function varintField(b: Buffer, no: number): number | null {
+  const r = new Reader(b, 0);
+  let found: number | null = null;
+  while (r.pos < b.length) {
+    const tag = r.u32(b.length);
+    if (tag === no << 3) found = r.u32(b.length);
+    else r.skip(tag & 7, b.length);
+  }
+  return found;
+}
+
+/** ProcessingResponse.immediate_response(7): status(1).code(1), headers(2).set_headers(1).header(1) {key 1, value 2, raw_value 3}, body(3). */
+export function immediateOf(resp: Buffer): Immediate | null {
+  const ir = lenField(resp, 7);
+  if (ir === null) return null;
+  const st = lenField(ir, 1);
+  const headers: Record<string, string> = {};
+  const hm = lenField(ir, 2);
+  if (hm !== null) {
+    for (const opt of repeated(hm, 1)) {
+      const hv = lenField(opt, 1);
+      if (hv === null) continue;
+      const key = lenField(hv, 1)?.toString('latin1');
+      const value = (lenField(hv, 3) ?? lenField(hv, 2))?.toString('latin1');
+      if (key !== undefined && value !== undefined) headers[key] = value;
+    }
+  }
+  return { status: (st && varintField(st, 1)) ?? 500, headers, body: lenField(ir, 3) ?? Buffer.alloc(0) };
+}
+
+/** Every length-delimited field `no` of a message, in order. */
+function repeated(b: Buffer, no: number): Buffer[] {
+  const r = new Reader(b, 0);
+  const out: Buffer[] = [];
+  while (r.pos < b.length) {
+    const tag = r.u32(b.length);
+    if (tag === ((no << 3) | 2)) out.push(r.bytes(b.length));
+    else r.skip(tag & 7, b.length);
+  }
+  return out;
+}
+
 /** ProcessingResponse.request_body(3).response(1).body_mutation(3).body(1), or null. */
 export function requestBodyMutation(resp: Buffer): Buffer | null {
   const rb = lenField(resp, 3);
@@ -118,8 +168,8 @@ export class EnvoyExtProc {
     this.#send(headerMapField(2, headers, eos));
   }
 
-  /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, or null. */
-  async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | null> {
+  /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, an immediate response, or null (unchanged). */
+  async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | Immediate | null> {
     const want = this.#answers.length + 2; // the request headers' answer and this one
     this.#send(bodyField(4, body, true));
     const deadline = Date.now() + timeoutMs;
@@ -131,7 +181,7 @@ export class EnvoyExtProc {
       this.#waiter = null;
     }
     const a = this.#answers[want - 1];
-    return a === undefined ? null : requestBodyMutation(a);
+    return a === undefined ? null : (immediateOf(a) ?? requestBodyMutation(a));
   }
 
   responseHeaders(headers: Record<string, string>, eos: boolean): void {

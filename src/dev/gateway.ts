@@ -177,7 +177,18 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
       meter = EnvoyExtProc.open(sessions.session(), { keyId, accountId, ...(bookingId !== undefined ? { bookingId } : {}) });
       const sendBody = hasBody && sendsBodyToMetering(entry[1], path);
       meter.requestHeaders({ ':method': method, ':path': path, ':authority': 'dev-gateway', ...headers }, !sendBody);
-      if (sendBody) upBody = (await meter.requestBody(body, 200)) ?? body;
+      if (sendBody) {
+        // Envoy waits message_timeout (0.2 s in envoy.yaml); the dev gateway, on a busy laptop, 10 s
+        const answer = await meter.requestBody(body, 10_000);
+        if (answer !== null && !Buffer.isBuffer(answer)) {
+          // as Envoy with an immediate_response: the client gets it, nothing goes upstream
+          meter.end();
+          res.writeHead(answer.status, { ...answer.headers, 'content-length': answer.body.length });
+          res.end(answer.body);
+          return;
+        }
+        upBody = answer ?? body;
+      }
     } catch (err) {
       log.warn({ err: { message: (err as Error).message } }, 'dev gateway: metering failed; the request goes on unmetered');
       meter = null;

@@ -297,3 +297,15 @@ export function replaceRequestBodyResponse(body: Uint8Array, removeContentLength
   common.push([3, [[1, body]]]);
   return encodeMessage([[3, [[1, common]]]]);
 }
+
+/**
+ * An `immediate_response` answer (ProcessingResponse field 7): Envoy answers the client with it and
+ * sends nothing upstream. ImmediateResponse { HttpStatus status = 1 { code = 1 }; HeaderMutation
+ * headers = 2 { repeated HeaderValueOption set_headers = 1 { HeaderValue header = 1 { key = 1;
+ * raw_value = 3 } } }; bytes body = 3; string details = 5 }. Needs the filter's
+ * `disable_immediate_response: false` (envoy.yaml).
+ */
+export function immediateResponse(status: number, headers: ReadonlyArray<readonly [string, string]>, body: string, details: string): Buffer {
+  const set: Field[] = headers.map(([k, v]) => [1, [[1, [[1, k], [3, Buffer.from(v, 'latin1')]]]]]);
+  return encodeMessage([[7, [[1, [[1, status]]], [2, set], [3, Buffer.from(body, 'utf8')], [5, details]]]]);
+}

@@ -9,7 +9,7 @@
  * streamed JSON array `[{…},{…}]`): when a record's closing bracket is read, `onRecord` is called
  * with the slots and they are cleared for the next.
  *
- * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, two strings of at
+ * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, STRING_SLOTS strings of at
  * most STRING_MAX bytes. Deeper nesting or bytes that are not JSON stop the reader (`failed`); it
  * reads nothing more until `reset()` (each SSE event resets it).
  *
@@ -42,6 +42,8 @@ export interface JsonNode {
   readonly count?: number;
   /** A short string: the string slot it goes to. */
   readonly str?: number;
+  /** A boolean: the number slot it goes to (true 1, false 0; null: unseen; anything else bad). */
+  readonly flag?: number;
   /** Generated text: its code points are added to `text`. */
   readonly text?: boolean;
   /** Every string below this value (at any depth) is text. */
@@ -58,13 +60,14 @@ export function arr(items: JsonNode): JsonNode {
 }
 export const count = (slot: number): JsonNode => ({ count: slot });
 export const str = (slot: number): JsonNode => ({ str: slot });
+export const flag = (slot: number): JsonNode => ({ flag: slot });
 export const TEXT: JsonNode = { text: true };
 export const DEEP_TEXT: JsonNode = { deepText: true };
 
 /** Number slots per record. */
 export const SLOT_COUNT = 8;
 /** String slots per record. */
-export const STRING_SLOTS = 2;
+export const STRING_SLOTS = 4;
 /** The longest captured string, in bytes (longer: the slot is marked bad). */
 export const STRING_MAX = 256;
 /** The deepest nesting read. */
@@ -148,8 +151,8 @@ export class JsonReader implements RecordView {
   private capLen = 0;
   private capSlot = 0;
   /** Per string slot, the bytes and string of its last capture: a stream repeats its model and types, decoded once. */
-  private readonly lastCap: Uint8Array[] = [NONE, NONE];
-  private readonly lastCapStr: (string | null)[] = [null, null];
+  private readonly lastCap: Uint8Array[] = [NONE, NONE, NONE, NONE];
+  private readonly lastCapStr: (string | null)[] = [null, null, null, null];
 
   // number being read
   private numSlot = -1;
@@ -160,8 +163,8 @@ export class JsonReader implements RecordView {
   // the record being read (this reader is the RecordView handed to onRecord)
   readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
   readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
-  readonly strings: (string | null)[] = [null, null];
-  readonly stringBad: number[] = [0, 0];
+  readonly strings: (string | null)[] = [null, null, null, null]; // STRING_SLOTS
+  readonly stringBad: number[] = [0, 0, 0, 0];
   /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
   text = 0;
 
@@ -494,6 +497,10 @@ export class JsonReader implements RecordView {
     if (c === 0x74 || c === 0x66 || c === 0x6e) {
       // true/false/null: a count that is a literal is bad, except null (absent, as OpenAI's `"usage": null`)
       if (node?.count !== undefined && c !== 0x6e) this.countState[node.count] = BAD;
+      if (node?.flag !== undefined && c !== 0x6e) {
+        this.counts[node.flag] = c === 0x74 ? 1 : 0;
+        this.countState[node.flag] = SEEN;
+      }
       return S_LITERAL;
     }
     if (c === 0x5d && this.kinds[this.depth] === ARR && this.depth > 0) {

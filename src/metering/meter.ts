@@ -38,6 +38,11 @@ export interface MeterDeps {
   readonly options: Omit<MeterOptions, 'newRequestId'>;
   readonly limits?: MeterLimits;
   readonly now?: () => number;
+  /**
+   * Records a provider object a metered request created as owned by its account (the owned record
+   * of `src/schema/owned.ts`): an OpenAI background or stored response. Absent: not recorded.
+   */
+  readonly recordOwned?: (o: { provider: 'openai'; id: string; account: string; keyId: string }) => Promise<void>;
 }
 
 const CLOSED: MeterStep = Object.freeze({ reply: null, close: true });
@@ -127,6 +132,14 @@ export class Meter {
     if (n.oversizedEvents > 0) m.anomalies.inc({ kind: 'oversized-events' }, n.oversizedEvents);
     if (n.cut) m.anomalies.inc({ kind: 'cut' });
     if (n.bookingId === 'minted' && o.kind === 'booking') m.anomalies.inc({ kind: 'missing-booking-id' });
+    const owned = n.ownedResponse;
+    if (owned !== null && this.#d.recordOwned !== undefined) {
+      // never fails the booking: a failed write is counted and logged (the record is what opens the response to its account later)
+      this.#d.recordOwned({ provider: 'openai', ...owned }).catch((err: unknown) => {
+        m.failures.inc({ kind: 'owned' });
+        this.#d.log.error({ keyId: owned.keyId, responseId: owned.id, err: { message: (err as Error)?.message } }, 'metering: the owned-response record was not written');
+      });
+    }
     if (o.kind === 'none') {
       m.streams.inc({ outcome: o.reason });
       if (o.reason === 'no-identity' || o.reason === 'no-response-headers') m.unbooked.inc({ reason: o.reason });

@@ -19,7 +19,8 @@ import type { Family } from '../core/family.ts';
 import { pathOnly } from '../core/family.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { MAX_TOKEN_COUNT } from '../schema/money.ts';
-import { arr, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { arr, count, DEEP_TEXT, flag, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { OWNED_ID_PATTERN } from '../schema/owned.ts';
 
 export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
 
@@ -28,6 +29,11 @@ export interface MeteredEndpoint {
   readonly kind: EndpointKind;
   /** The model named in the path (Google), else null. */
   readonly pathModel: string | null;
+  /**
+   * OpenAI Responses: the response id in the path (`GET /responses/{id}`, `POST /responses/{id}/cancel`:
+   * a stored or background response read again), else null (`POST /responses` creates one).
+   */
+  readonly responseId?: string | null;
 }
 
 // number slots
@@ -36,11 +42,18 @@ export const OUT = 1;
 export const CACHED = 2;
 export const CACHE_WRITE = 3;
 export const REASONING = 4;
+/** OpenAI Responses: the response's `background` flag (1: true). */
+export const BACKGROUND = 5;
 // string slots
 export const MODEL = 0;
 export const TYPE = 1;
+/** OpenAI Responses: the response's `id` and `status`. */
+export const ID = 2;
+export const STATUS = 3;
 
 const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+/** A stored or background response read again: `GET …/responses/{id}` (JSON or `stream=true`), `POST …/responses/{id}/cancel`. */
+const RESPONSE_PATH = /\/responses\/([^/]+)(?:\/cancel)?$/;
 
 /** The metered endpoint of a request path, or null (not metered). */
 export function meteredEndpoint(path: string): MeteredEndpoint | null {
@@ -48,7 +61,9 @@ export function meteredEndpoint(path: string): MeteredEndpoint | null {
   if (p.endsWith('/chat/completions')) return { family: 'openai', kind: 'chat', pathModel: null };
   if (p.endsWith('/completions')) return { family: 'openai', kind: 'completions', pathModel: null };
   if (p.endsWith('/embeddings')) return { family: 'openai', kind: 'embeddings', pathModel: null };
-  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null };
+  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null, responseId: null };
+  const r = RESPONSE_PATH.exec(p);
+  if (r && r[1] !== 'input_tokens' && OWNED_ID_PATTERN.test(r[1]!)) return { family: 'openai', kind: 'responses', pathModel: null, responseId: r[1]! };
   if (p.endsWith('/messages')) return { family: 'anthropic', kind: 'messages', pathModel: null };
   const m = MODEL_PATH.exec(p);
   if (m) {
@@ -89,11 +104,14 @@ const responsesUsage = obj({
 const responsesOutput = arr(obj({ content: arr(obj({ text: TEXT, refusal: TEXT })), arguments: TEXT, summary: arr(obj({ text: TEXT })) }));
 const OPENAI_RESPONSES = obj({
   type: str(TYPE),
+  id: str(ID),
+  status: str(STATUS),
+  background: flag(BACKGROUND),
   model: str(MODEL),
   usage: responsesUsage,
   output: responsesOutput,
   // streamed: every event's `response` (its usage counts only in the final events), text deltas
-  response: obj({ model: str(MODEL), usage: responsesUsage }),
+  response: obj({ id: str(ID), status: str(STATUS), background: flag(BACKGROUND), model: str(MODEL), usage: responsesUsage }),
   delta: TEXT,
 });
 
@@ -177,6 +195,10 @@ export class UsageState {
   model: string | null = null;
   /** Code points of generated text. */
   text = 0;
+  /** OpenAI Responses: the response's id (the first one read), its latest status, and whether it runs in the background. */
+  responseId: string | null = null;
+  status: string | null = null;
+  background = false;
   readonly anomalies: Anomalies = noAnomalies();
 
   take(r: RecordView, slots: readonly number[]): void {
@@ -207,12 +229,22 @@ export function isPlainModel(m: string): boolean {
   return PRICE_MODEL_PATTERN.test(m);
 }
 
+/** The states of an OpenAI response after which nothing more is served (its usage is final). */
+export const TERMINAL_STATUS: ReadonlySet<string> = new Set(['completed', 'incomplete', 'failed', 'cancelled']);
+/** The states of a response still being served (queued or running in the background). */
+export const PENDING_STATUS: ReadonlySet<string> = new Set(['queued', 'in_progress']);
+
 /** Folds one record of a response of `kind` into `u`. */
 export function foldRecord(kind: EndpointKind, r: RecordView, u: UsageState): void {
   u.takeModel(r);
   const type = r.strings[TYPE];
   switch (kind) {
     case 'responses': {
+      const id = r.strings[ID];
+      if (id !== null && id !== undefined && u.responseId === null && OWNED_ID_PATTERN.test(id)) u.responseId = id;
+      const status = r.strings[STATUS];
+      if (status !== null && status !== undefined) u.status = status;
+      if (r.countState[BACKGROUND] === SEEN && r.counts[BACKGROUND] === 1) u.background = true;
       if (type === null || type === undefined) {
         u.take(r, ALL); // a whole (non-streamed) response
         u.text += r.text;

@@ -40,6 +40,8 @@ export function denyRule(d: Deny): string {
       return 'key or account rate used up for the current window';
     case 'AUTH_UNAVAILABLE':
       return d.keyId !== undefined ? 'account or gate record unreadable, or store unavailable' : 'key store unavailable';
+    case 'USAGE_NOT_GUARANTEED':
+      return 'a streamed request whose body keygate cannot make ask for usage';
   }
 }
 

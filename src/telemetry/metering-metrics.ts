@@ -9,7 +9,7 @@ export const UNBOOKED_REASONS = ['overload', 'no-identity', 'no-response-headers
 export type UnbookedReason = (typeof UNBOOKED_REASONS)[number];
 
 /** Metering failures: reading a response (the first seven), a booking write (flush), a bug (internal). */
-export const FAILURE_KINDS = ['corrupt', 'truncated', 'too-large', 'backlog', 'unsupported-encoding', 'unreadable', 'undecodable-message', 'flush', 'internal'] as const;
+export const FAILURE_KINDS = ['corrupt', 'truncated', 'too-large', 'backlog', 'unsupported-encoding', 'unreadable', 'undecodable-message', 'flush', 'owned', 'internal'] as const;
 
 export const TOKEN_DIRECTIONS = ['input', 'cached_input', 'cache_write', 'output', 'reasoning'] as const;
 

@@ -46,7 +46,8 @@ export class ExtProcClient {
   readonly #client: grpc.Client & { Process(): grpc.ClientDuplexStream<unknown, Record<string, unknown>> };
 
   constructor(address: string) {
-    this.#client = new Processor(address, grpc.credentials.createInsecure()) as never;
+    // Envoy takes an answer of any size (a rewritten request body may pass grpc-js's 4 MiB default)
+    this.#client = new Processor(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc.max_send_message_length': 64 * 1024 * 1024 }) as never;
   }
 
   close(): void {
