@@ -12,10 +12,10 @@
  *   answer booked nothing; a second retrieve books nothing more.
  */
 import type { Redis } from 'ioredis';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_PRICES } from '../src/dev/index.ts';
-import { STUB_BACKGROUND_USAGE, STUB_REASONING_USAGE } from '../src/dev/stub-upstream.ts';
+import { STUB_AUDIO_USAGE, STUB_BACKGROUND_USAGE, STUB_IMAGE_USAGE, STUB_REASONING_USAGE } from '../src/dev/stub-upstream.ts';
 import { OWNED_TTL_SECONDS } from '../src/schema/owned.ts';
 import { BOOKING_ID_PATTERN } from '../src/schema/booking.ts';
 import { parseUsageEntry, type UsageEntry } from '../src/schema/money.ts';
@@ -139,3 +139,23 @@ describe('background responses are booked once, at their first terminal state', 
 });
 
 let createdId = '';
+
+describe('images and audio are metered', () => {
+  it('the official SDK: image generation and edit, transcription and translation, each booked from its token usage', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: `${base}/openai/v1`, maxRetries: 0 });
+    const png = await toFile(Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64'), 'a.png', { type: 'image/png' });
+    const wav = await toFile(Buffer.alloc(2048), 'a.wav', { type: 'audio/wav' });
+    const got = await booked(4, async () => {
+      await client.images.generate({ model: 'gpt-image-1', prompt: 'a lighthouse' });
+      await client.images.edit({ model: 'gpt-image-1', image: png, prompt: 'at night' });
+      expect((await client.audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: wav })).text).toBeTruthy();
+      await client.audio.translations.create({ model: 'gpt-4o-transcribe', file: wav });
+    });
+    const image = { inputTokens: STUB_IMAGE_USAGE.input, outputTokens: STUB_IMAGE_USAGE.output, estimated: false, source: 'meter' };
+    const audio = { inputTokens: STUB_AUDIO_USAGE.input, outputTokens: STUB_AUDIO_USAGE.output, estimated: false, source: 'meter' };
+    expect(got).toMatchObject([image, image, audio, audio]);
+    // the answers name no model and these routes do not send their body to metering: priced by openai/*
+    expect(got.map((e) => e.model)).toEqual([null, null, null, null]);
+    expect(got.every((e) => e.amountMicros > 0)).toBe(true);
+  });
+});

@@ -1,6 +1,7 @@
 /**
  * A stand-in LLM upstream: answers OpenAI chat completions, Responses (background ones too: queued,
- * then completed on a later retrieve), completions and embeddings,
+ * then completed on a later retrieve), completions, embeddings, image generation and edits, audio
+ * transcription and translation (token usage),
  * Anthropic messages and Google generateContent in each provider's response shape, enough for the
  * official SDKs to parse. `keygate dev` puts it behind its dev gateway; the tests use it as their upstream.
  */
@@ -162,6 +163,13 @@ export function stubStream(method: string, url: string, body: string): StubStrea
   return null;
 }
 
+/** What the stub's image answers report (gpt-image-1's shape: input split into text and image tokens). */
+export const STUB_IMAGE_USAGE = { input: 50, text: 40, image: 10, output: 4160 } as const;
+/** What the stub's transcriptions and translations report (a model billed by token). */
+export const STUB_AUDIO_USAGE = { input: 120, output: 8 } as const;
+/** A 1×1 PNG. */
+const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+
 export function stubAnswer(method: string, url: string, body: string): { status: number; json: unknown } {
   const path = url.split('?')[0]!;
   let model = 'unknown';
@@ -191,6 +199,17 @@ export function stubAnswer(method: string, url: string, body: string): { status:
     return { status: 200, json: { id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text: UPSTREAM_TEXT, index: 0, logprobs: null, finish_reason: 'stop' }], usage: OPENAI_USAGE } };
   }
   if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true) };
+  if (method === 'POST' && (path === '/v1/images/generations' || path === '/v1/images/edits')) {
+    const u = STUB_IMAGE_USAGE;
+    return {
+      status: 200,
+      json: { created, data: [{ b64_json: PNG_1X1 }], usage: { input_tokens: u.input, input_tokens_details: { text_tokens: u.text, image_tokens: u.image }, output_tokens: u.output, total_tokens: u.input + u.output } },
+    };
+  }
+  if (method === 'POST' && (path === '/v1/audio/transcriptions' || path === '/v1/audio/translations')) {
+    const u = STUB_AUDIO_USAGE;
+    return { status: 200, json: { text: UPSTREAM_TEXT, usage: { type: 'tokens', input_tokens: u.input, input_token_details: { text_tokens: 0, audio_tokens: u.input }, output_tokens: u.output, total_tokens: u.input + u.output } } };
+  }
   if (method === 'POST' && path === '/v1/embeddings') {
     return {
       status: 200,

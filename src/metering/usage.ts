@@ -22,7 +22,16 @@ import { MAX_TOKEN_COUNT } from '../schema/money.ts';
 import { arr, count, DEEP_TEXT, flag, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
 import { OWNED_ID_PATTERN } from '../schema/owned.ts';
 
-export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
+/**
+ * The usage readers, by name (the endpoint catalog names the reader of each metered path):
+ * `chat`, `completions`, `embeddings`, `responses` (OpenAI), `images` (OpenAI image generation and
+ * edits), `audio` (OpenAI audio transcription and translation with token usage), `messages`
+ * (Anthropic), `generate`, `stream-generate` (Google).
+ */
+export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';
+
+/** Every usage reader's name (`EndpointKind`). */
+export const USAGE_READERS: readonly EndpointKind[] = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'messages', 'generate', 'stream-generate'];
 
 export interface MeteredEndpoint {
   readonly family: Family;
@@ -44,6 +53,9 @@ export const CACHE_WRITE = 3;
 export const REASONING = 4;
 /** OpenAI Responses: the response's `background` flag (1: true). */
 export const BACKGROUND = 5;
+/** OpenAI images: the text and image parts of the input (read for price classes; `IN` is their whole). */
+export const TEXT_IN = 6;
+export const IMAGE_IN = 7;
 // string slots
 export const MODEL = 0;
 export const TYPE = 1;
@@ -61,6 +73,8 @@ export function meteredEndpoint(path: string): MeteredEndpoint | null {
   if (p.endsWith('/chat/completions')) return { family: 'openai', kind: 'chat', pathModel: null };
   if (p.endsWith('/completions')) return { family: 'openai', kind: 'completions', pathModel: null };
   if (p.endsWith('/embeddings')) return { family: 'openai', kind: 'embeddings', pathModel: null };
+  if (p.endsWith('/images/generations') || p.endsWith('/images/edits')) return { family: 'openai', kind: 'images', pathModel: null };
+  if (p.endsWith('/audio/transcriptions') || p.endsWith('/audio/translations')) return { family: 'openai', kind: 'audio', pathModel: null };
   if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null, responseId: null };
   const r = RESPONSE_PATH.exec(p);
   if (r && r[1] !== 'input_tokens' && OWNED_ID_PATTERN.test(r[1]!)) return { family: 'openai', kind: 'responses', pathModel: null, responseId: r[1]! };
@@ -115,6 +129,31 @@ const OPENAI_RESPONSES = obj({
   delta: TEXT,
 });
 
+/**
+ * OpenAI images (`/images/generations`, `/images/edits`): JSON `usage`, or streamed (`stream: true`)
+ * the `image_generation.completed` / `image_edit.completed` event's `usage`. The image data
+ * (`b64_json`, megabytes) is skipped unread.
+ */
+const OPENAI_IMAGES = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT), input_tokens_details: obj({ text_tokens: count(TEXT_IN), image_tokens: count(IMAGE_IN) }) }),
+});
+
+/**
+ * OpenAI audio transcription and translation: JSON `{text, usage}` where the model bills by token
+ * (`usage.type: "tokens"`: `input_tokens`, `output_tokens`); streamed, the `transcript.text.done`
+ * event's `usage` (text from `transcript.text.delta`). A `usage` by duration carries no tokens: the
+ * output is then estimated from the text.
+ */
+const OPENAI_AUDIO = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  text: TEXT,
+  delta: TEXT,
+  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT) }),
+});
+
 const anthropicUsage = obj({
   input_tokens: count(IN),
   output_tokens: count(OUT),
@@ -162,6 +201,10 @@ export function responseSchema(kind: EndpointKind): JsonNode {
       return OPENAI_EMBEDDINGS;
     case 'responses':
       return OPENAI_RESPONSES;
+    case 'images':
+      return OPENAI_IMAGES;
+    case 'audio':
+      return OPENAI_AUDIO;
     case 'messages':
       return ANTHROPIC;
     case 'generate':
@@ -268,6 +311,12 @@ export function foldRecord(kind: EndpointKind, r: RecordView, u: UsageState): vo
         if (r.countState[OUT] === SEEN) u.outputProvisional = false;
       }
       u.text += r.text;
+      return;
+    }
+    case 'audio': {
+      u.take(r, ALL);
+      // streamed, the deltas are the text (the done event repeats it whole)
+      if (type !== 'transcript.text.done') u.text += r.text;
       return;
     }
     default:
