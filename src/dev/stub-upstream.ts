@@ -36,10 +36,14 @@ function openaiUsage(model: string): object {
 export const STUB_BACKGROUND_USAGE = { input: 1200, output: 1000 } as const;
 
 /** A Responses API `response` object: in progress (no output, no usage yet) or completed. */
-function responseObject(model: string, createdAt: number, completed: boolean, bg: { id: string; status: string } | null = null): object {
+let responses = 0;
+/** A fresh response id, as OpenAI gives each response its own (keygate books a response once per id). */
+const newResponseId = () => `resp_stub${Date.now().toString(36)}${(responses++).toString(36)}`;
+
+function responseObject(model: string, createdAt: number, completed: boolean, bg: { id: string; status: string } | null = null, id = 'resp_stub'): object {
   const usage = bg === null ? STUB_USAGE : STUB_BACKGROUND_USAGE;
   return {
-    id: bg?.id ?? 'resp_stub',
+    id: bg?.id ?? id,
     object: 'response',
     created_at: createdAt,
     status: bg?.status ?? (completed ? 'completed' : 'in_progress'),
@@ -126,15 +130,16 @@ export function stubStream(method: string, url: string, body: string): StubStrea
   }
   if (path === '/v1/responses' && req.stream === true) {
     let seq = 0;
+    const rid = newResponseId();
     const item = { type: 'message', id: 'msg_stub', status: 'in_progress', role: 'assistant', content: [] };
     const events = [
-      { type: 'response.created', response: responseObject(model, created, false) },
-      { type: 'response.in_progress', response: responseObject(model, created, false) },
+      { type: 'response.created', response: responseObject(model, created, false, null, rid) },
+      { type: 'response.in_progress', response: responseObject(model, created, false, null, rid) },
       { type: 'response.output_item.added', output_index: 0, item },
       { type: 'response.content_part.added', item_id: 'msg_stub', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
       ...parts.map((delta) => ({ type: 'response.output_text.delta', item_id: 'msg_stub', output_index: 0, content_index: 0, delta })),
       { type: 'response.output_text.done', item_id: 'msg_stub', output_index: 0, content_index: 0, text: UPSTREAM_TEXT },
-      { type: 'response.completed', response: responseObject(model, created, true) },
+      { type: 'response.completed', response: responseObject(model, created, true, null, rid) },
     ].map((e) => ({ ...e, sequence_number: seq++ }));
     return { contentType: 'text/event-stream', chunks: sse(events, true) };
   }
@@ -198,7 +203,7 @@ export function stubAnswer(method: string, url: string, body: string): { status:
   if (method === 'POST' && path === '/v1/completions') {
     return { status: 200, json: { id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text: UPSTREAM_TEXT, index: 0, logprobs: null, finish_reason: 'stop' }], usage: OPENAI_USAGE } };
   }
-  if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true) };
+  if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true, null, newResponseId()) };
   if (method === 'POST' && (path === '/v1/images/generations' || path === '/v1/images/edits')) {
     const u = STUB_IMAGE_USAGE;
     return {
