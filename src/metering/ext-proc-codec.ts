@@ -191,6 +191,16 @@ function authzField(r: Reader, stop: number, meta: AuthzMetadata): void {
   else if (key === BOOKING_ID_FIELD || key === BOOKING_ID_HEADER) meta.bookingId = value ?? undefined;
 }
 
+/**
+ * The ext_authz filter's namespace: `envoy.filters.http.ext_authz`, or a named instance of it
+ * (`envoy.filters.http.ext_authz/…`: Envoy Gateway names each SecurityPolicy's filter
+ * `envoy.filters.http.ext_authz/securitypolicy/<namespace>/<name>`). Namespaces are the proxy's
+ * configuration, never a client's.
+ */
+function isAuthzNamespace(ns: string): boolean {
+  return ns === EXT_AUTHZ_NAMESPACE || ns.startsWith(`${EXT_AUTHZ_NAMESPACE}/`);
+}
+
 /** One Metadata.filter_metadata entry { string key = 1; Struct value = 2; }: the ext_authz namespace's fields. */
 function filterMetadata(r: Reader, stop: number, req: ProcessingRequest): void {
   let isAuthz = false;
@@ -198,7 +208,7 @@ function filterMetadata(r: Reader, stop: number, req: ProcessingRequest): void {
   let structEnd = -1;
   while (r.pos < stop) {
     const t = r.u32(stop);
-    if (t === ((1 << 3) | LEN)) isAuthz = r.str(stop) === EXT_AUTHZ_NAMESPACE;
+    if (t === ((1 << 3) | LEN)) isAuthz = isAuthzNamespace(r.str(stop));
     else if (t === ((2 << 3) | LEN)) {
       const m = r.len(stop);
       structStart = r.pos;
