@@ -97,8 +97,9 @@ describe('metered bookings: token fields in the summary, the export, and tokens 
     expect(put.status).toBe(200);
     const table = PriceTable.fromHash(await db.hgetall(srv.console.schema.prices()));
     const write = redisBookingWrite(srv.console.redis, srv.console.schema);
+    const rid = `req-${randomBytes(4).toString('hex')}`;
     const booking = {
-      request_id: `req-${randomBytes(4).toString('hex')}`, key_id: key, account: acct, model: 'gpt-4o', family: 'openai' as const,
+      booking_id: rid, request_id: rid, key_id: key, account: acct, model: 'gpt-4o', family: 'openai' as const,
       input_tokens: 1000, cached_input_tokens: 400, cache_write_tokens: 0, output_tokens: 200, reasoning_tokens: 50, estimated: false,
     };
     const priced = priceBooking(booking, table, Date.now());
@@ -140,7 +141,7 @@ describe('the export marks each entry: metered or recorded, estimated, unpriced'
     const table = PriceTable.fromHash(await db.hgetall(srv.console.schema.prices()));
     const write = redisBookingWrite(srv.console.redis, srv.console.schema);
     const metered = (request_id: string, model: string, family: 'openai' | 'google', estimated: boolean) =>
-      priceBooking({ request_id, key_id: key, account: acct, model, family, input_tokens: 10, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 5, reasoning_tokens: 0, estimated }, table, Date.now());
+      priceBooking({ booking_id: request_id, request_id, key_id: key, account: acct, model, family, input_tokens: 10, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 5, reasoning_tokens: 0, estimated }, table, Date.now());
     // an estimated metered booking (10 + 5 tokens at 1 each: 15 micro-units), an unpriced one (no
     // price matches a Google model here), then a usage record
     expect(await write([metered('m-cut', 'gpt-4o-marks', 'openai', true)])).toEqual(['booked']);

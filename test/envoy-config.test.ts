@@ -137,10 +137,14 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     expect(p.metadata_options.forwarding_namespaces.untyped).toEqual(['envoy.filters.http.ext_authz']);
     expect(seconds(p.message_timeout)).toBeGreaterThan(0);
     expect(p.observability_mode).toBe(false);
+    // usage cannot be switched off: keygate refuses (400 USAGE_NOT_GUARANTEED) with an immediate response
+    expect(p.disable_immediate_response).toBe(false);
   });
 
-  // Each path as a client sends it to the gateway; metered: whether keygate meters what it reaches.
-  const PATHS: ReadonlyArray<readonly [url: string, metered: boolean]> = [
+  // Each path as a client sends it to the gateway; metered: whether keygate meters what it reaches;
+  // body: whether its route sends metering the request body (default: metered). Images and audio are
+  // metered from their answers alone (multipart uploads are not buffered for metering).
+  const PATHS: ReadonlyArray<readonly [url: string, metered: boolean, body?: boolean]> = [
     ['/openai/v1/chat/completions', true],
     ['/openai/v1/completions', true],
     ['/openai/v1/embeddings', true],
@@ -151,7 +155,9 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     ['/google/v1/models/gemini-2.0-flash:generateContent', true],
     ['/openai/v1/models', false],
     ['/openai/v1/files', false],
-    ['/openai/v1/audio/transcriptions', false],
+    ['/openai/v1/audio/transcriptions', true, false],
+    ['/openai/v1/images/generations', true, false],
+    ['/openai/v1/images/variations', false],
     ['/anthropic/v1/models', false],
     ['/google/v1beta/models', false],
     ['/google/v1beta/models/gemini-2.5-flash:countTokens', false],
@@ -175,12 +181,12 @@ describe('envoy.yaml wires keygate as the product expects', () => {
 
   it('sends the request body of every metered endpoint to metering (input estimated for a cut stream; OpenAI streams asked for usage), buffered, and only there', () => {
     const prefixes = ENTRIES.map(([p]) => p);
-    for (const [url, metered] of PATHS) {
+    for (const [url, metered, body] of PATHS) {
       const { route, upstreamPath } = routeFor(url);
       const prefix = prefixes.find((p) => url.startsWith(`${p}/`))!;
       expect(upstreamPath, url).toBe(pathOnly(url).slice(prefix.length));
       expect(meteredEndpoint(upstreamPath) !== null, url).toBe(metered);
-      expect(sendsBody(route), url).toBe(metered);
+      expect(sendsBody(route), url).toBe(body ?? metered);
       expect(route.typed_per_filter_config['envoy.filters.http.ext_authz'].check_settings.context_extensions.protocol, url).toBe(prefix.slice(1));
     }
     for (const r of routes(doc).filter(sendsBody)) {

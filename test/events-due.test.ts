@@ -123,7 +123,7 @@ describe('events written inside money scripts wake their account', () => {
       await db.zrem(es.due(), a);
       const write = redisBookingWrite(kc.redis, kc.schema);
       const booking = {
-        request_id: 'm-80', key_id: k.id, account: a, model: 'gpt-4o', family: 'openai' as const,
+        booking_id: 'm-80', request_id: 'm-80', key_id: k.id, account: a, model: 'gpt-4o', family: 'openai' as const,
         input_tokens: 10, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 5, reasoning_tokens: 0, estimated: false,
       };
       expect(await write([{ booking, amountMicros: 250, unpriced: false, endedAt: Date.now() }])).toEqual(['booked']); // 850: threshold 80

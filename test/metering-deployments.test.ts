@@ -5,7 +5,7 @@
  * counters written; a wallet driven below zero by metered bookings at one sidecar is refused (402)
  * on the next request at the other (the gate written by the crossing booking).
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KeyConsole } from '../src/console/service.ts';
@@ -34,7 +34,7 @@ afterAll(async () => {
 });
 
 /**
- * Two sidecars on the deployment: the same request id metered at both is booked once, exactly,
+ * Two sidecars on the deployment: the same allowed request (booking id) metered at both is booked once, exactly,
  * with its tokens; a wallet driven below zero by metered bookings at one is refused (402) on the
  * next request at the other.
  */
@@ -49,10 +49,11 @@ async function meterAcross(url: string, db: Redis | Cluster): Promise<void> {
   const ca = new ExtProcClient(`127.0.0.1:${a!.sidecar.grpcPort}`);
   const cb = new ExtProcClient(`127.0.0.1:${b!.sidecar.grpcPort}`);
   cleanups.push(async () => ca.close(), async () => cb.close());
-  const exchange = (accountId: string, keyId: string, requestId: string) => ({
+  /** One allowed request's answer: `request` names it (its booking id, as the allow's metadata carries it). */
+  const exchange = (accountId: string, keyId: string, request: string) => ({
     path: '/v1/chat/completions',
-    requestId,
-    identity: { keyId, accountId },
+    requestId: request,
+    identity: { keyId, accountId, bookingId: `kb:${createHash('sha256').update(request).digest('hex').slice(0, 32)}` },
     responseHeaders: { 'content-type': 'application/json' },
     chunks: [fixture('openai-chat.json')],
   });
@@ -61,7 +62,7 @@ async function meterAcross(url: string, db: Redis | Cluster): Promise<void> {
   const account = `acct-${randomBytes(4).toString('hex')}`;
   const k = await kc.createKey({ account, name: 'metered' });
   await kc.creditAccount(account, 1_000_000, 'c1');
-  // the same request id at both sidecars, twice at one: booked once
+  // the same allowed request at both sidecars, twice at one: booked once
   await Promise.all([ca.exchange(exchange(account, k.id, 'same-request')), cb.exchange(exchange(account, k.id, 'same-request'))]);
   await ca.exchange(exchange(account, k.id, 'same-request'));
   // every attempt written or refused as already booked, at both sidecars, before the balance is read

@@ -15,51 +15,40 @@
  * 402 on the next request in every SDK, nothing more booked.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI } from '@google/genai';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEV_DEMO_CREDIT_MICROS, startDev } from '../src/dev/index.ts';
+import { DEV_DEMO_CREDIT_MICROS } from '../src/dev/index.ts';
+import { startDevStack, type DevStack } from './helpers/dev-stack.ts';
 import { STUB_USAGE, UPSTREAM_TEXT } from '../src/dev/stub-upstream.ts';
 import { formatAmount } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { freePort } from './helpers/redis-server.ts';
 import { expectDebit as debit } from './helpers/dev-stack.ts';
+import { waitFor } from './helpers/sidecars.ts';
 import { launchBrowser, type TestBrowser } from './helpers/browser.ts';
 import { money } from '../web/src/format.ts';
 
 const s = schema();
-let dir: string;
-let dev: Awaited<ReturnType<typeof startDev>> | undefined;
+let stack: DevStack | undefined;
+let dev: DevStack['dev'] | undefined;
 let db: Redis;
 let key: string;
 let base: string;
 let browser: TestBrowser | undefined;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kg-meter-dev-'));
-  const p: number[] = [];
-  while (p.length < 6) {
-    const n = await freePort();
-    if (!p.includes(n)) p.push(n);
-  }
-  dev = await startDev({ dir, redisPort: p[0]!, grpcPort: p[1]!, httpPort: p[2]!, adminPort: p[3]!, gatewayPort: p[4]!, consolePort: p[5]! }, createLogger('silent'));
-  key = dev.ctx.demoKey!.key;
-  base = `http://127.0.0.1:${p[4]}`;
-  db = new Redis({ port: p[0]!, host: '127.0.0.1' });
+  stack = await startDevStack('kg-meter-dev-');
+  ({ dev, db, key, base } = stack);
 }, 120_000);
 
 afterAll(async () => {
   await browser?.close();
-  db?.disconnect();
-  await dev?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await stack?.stop();
 });
 
 const account = 'demo';

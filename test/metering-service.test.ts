@@ -11,24 +11,23 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Booker } from '../src/metering/booker.ts';
 import { MeterSession } from '../src/metering/session.ts';
-import { KeyConsole } from '../src/console/service.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { SET_TOKEN_RATE } from '../src/schema/rate-scripts.ts';
 import { rateKeys } from '../src/schema/rates.ts';
 import { ExtProcClient, type MeteredExchange } from './helpers/ext-proc-client.ts';
-import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, outcomeOf, startTestSidecar, waitFor, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { startMeteringPair, type MeteringPair } from './helpers/metering-pair.ts';
+import type { RedisServer } from './helpers/redis-server.ts';
+import { chatRequest, outcomeOf, startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
 import { fixture } from './unit/metering-helpers.ts';
 
 const s = schema();
+let pair: MeteringPair | undefined;
 let redis: RedisServer | undefined;
 let db: Redis;
-let kc: KeyConsole | undefined;
 let h2: TestSidecar | undefined;
 let gjs: TestSidecar | undefined;
-const clients: ExtProcClient[] = [];
 
 /** openai-chat.json at `openai/*`: (93 × 2.5 + 1024 × 1.25 + 46 × 10) = 1972.5 → 1973 micro-units. */
 const OPENAI_CHAT_COST = 1973;
@@ -36,51 +35,18 @@ const OPENAI_CHAT_COST = 1973;
 const ANTHROPIC_STREAM_COST = 2256;
 
 beforeAll(async () => {
-  const r = (redis = await startRedis());
-  db = r.client();
-  kc = new KeyConsole({ redis: r.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
-  await db.hset(
-    s.prices(),
-    'openai/*',
-    encodePrice({ input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000 }),
-    'anthropic/*',
-    encodePrice({ input: 3_000_000, output: 15_000_000, cachedInput: 300_000, cacheWrite: 3_750_000 }),
-  );
-  const base = { meterFlushMs: 50, stalenessBoundMs: 2000 };
-  h2 = await startTestSidecar(r.url, { ...base, grpcTransport: 'h2' });
-  gjs = await startTestSidecar(r.url, { ...base, grpcTransport: 'grpc-js' });
-  await waitTracking(h2, gjs);
+  pair = await startMeteringPair();
+  ({ redis, db, h2, gjs } = pair);
 }, 60_000);
 
 afterAll(async () => {
-  for (const c of clients) c.close();
-  await h2?.close();
-  await gjs?.close();
-  await kc?.close();
-  if (redis) await destroyRedis(redis);
+  await pair?.close();
 });
 
-function client(sc: TestSidecar): ExtProcClient {
-  const c = new ExtProcClient(`127.0.0.1:${sc.sidecar.grpcPort}`);
-  clients.push(c);
-  return c;
-}
-
-async function newAccount(creditMicros: number): Promise<{ account: string; keyId: string; key: string }> {
-  const account = `acct-${randomBytes(5).toString('hex')}`;
-  const k = await kc!.createKey({ account, name: 'metered' });
-  await kc!.creditAccount(account, creditMicros, `c-${randomBytes(4).toString('hex')}`);
-  return { account, keyId: k.id, key: k.key };
-}
-
-const balance = async (account: string) => Number(await db.hget(s.wallet(account), 'balance'));
-
-/** Waits until the balance is `want`, then a little more to see that nothing else is booked. */
-async function expectBalance(account: string, want: number): Promise<void> {
-  await waitFor(async () => (await balance(account)) <= want, `balance ${want}`, 10_000);
-  await new Promise((r) => setTimeout(r, 300));
-  expect(await balance(account)).toBe(want);
-}
+const client = (sc: TestSidecar) => pair!.client(sc);
+const newAccount = (creditMicros: number) => pair!.newAccount(creditMicros);
+const balance = (account: string) => pair!.balance(account);
+const expectBalance = (account: string, want: number) => pair!.expectBalance(account, want);
 
 const split = (b: Buffer, size: number) => {
   const out: Buffer[] = [];
@@ -173,9 +139,9 @@ describe.each([
 });
 
 describe('booking across sidecars', () => {
-  it('the same request id metered at both sidecars is booked once', async () => {
+  it('the same booking id (one allowed request) metered at both sidecars is booked once', async () => {
     const a = await newAccount(1_000_000);
-    const id = { keyId: a.keyId, accountId: a.account };
+    const id = { keyId: a.keyId, accountId: a.account, bookingId: `kb:${randomBytes(16).toString('hex')}` };
     const rid = `dup-${randomBytes(4).toString('hex')}`;
     await Promise.all([client(h2!).exchange(openaiChat(id, rid)), client(gjs!).exchange(openaiChat(id, rid))]);
     await expectBalance(a.account, 1_000_000 - OPENAI_CHAT_COST);

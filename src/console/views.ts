@@ -133,6 +133,7 @@ export function usageEntryJson(e: UsageEntry): {
   account: string;
   key_id: string;
   request_id: string;
+  booking_id: string;
   amount_micros: number;
   model: string | null;
   input_tokens: number | null;
@@ -151,6 +152,7 @@ export function usageEntryJson(e: UsageEntry): {
     account: e.account,
     key_id: e.keyId,
     request_id: e.requestId,
+    booking_id: e.bookingId,
     amount_micros: e.amountMicros,
     model: e.model,
     input_tokens: e.inputTokens,

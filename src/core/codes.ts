@@ -11,6 +11,7 @@ export const DENY_STATUS = {
   MODEL_NOT_ALLOWED: 403,
   RATE_LIMITED: 429,
   AUTH_UNAVAILABLE: 503,
+  USAGE_NOT_GUARANTEED: 400,
 } as const;
 
 export type DenyCode = keyof typeof DENY_STATUS;
@@ -37,4 +38,6 @@ export const DENY_MESSAGE: Record<DenyCode, string> = {
     'A rate of this API key or of its account is used up for the current window. Retry after the time in the retry-after header, or ask for a higher rate in the console.',
   AUTH_UNAVAILABLE:
     'The gateway could not verify the API key because its key store is unavailable. Retry the request shortly.',
+  USAGE_NOT_GUARANTEED:
+    'The gateway bills streamed requests by the usage the upstream reports, and cannot make this request ask for it. Send one JSON object without repeated keys, within the gateway\'s body size limit, in one piece.',
 };

@@ -1,7 +1,7 @@
 /**
  * The Envoy side of ext_proc for `keygate dev`'s gateway: it plays Envoy's ext_proc filter (as
  * envoy.yaml configures it) against the sidecar's `ExternalProcessor/Process` over HTTP/2 —
- * request headers with the ext_authz identity forwarded as metadata, the request body of the
+ * request headers with the ext_authz identity and booking id forwarded as metadata, the request body of the
  * metered endpoints (whole; `sendsBodyToMetering` in gateway.ts), response headers, response body chunks; the request body's answer is
  * awaited and a body mutation applied, every other answer is read and dropped (metering never
  * changes a response). Any failure just stops metering that request (failure_mode_allow).
@@ -15,6 +15,15 @@ import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:h
 import { frameMessage, Reader, type Field } from '../transport/grpc/codec.ts';
 import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
 import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
+import { BOOKING_ID_FIELD } from '../schema/booking.ts';
+
+/** What the dev gateway forwards as ext_authz metadata. */
+export interface Identity {
+  readonly keyId: string;
+  readonly accountId: string;
+  readonly model?: string;
+  readonly bookingId?: string;
+}
 
 function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
   const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
@@ -30,13 +39,15 @@ function bodyField(no: number, body: Uint8Array, eos: boolean): Field {
   return [no, f];
 }
 
-function metadataField(identity: { keyId: string; accountId: string; model?: string }): Field {
+/** The forwarded ext_authz namespace: identity, model and the allow's booking id (`booking_id`). */
+function metadataField(identity: Identity): Field {
   const value = (v: string): Field[] => [[3, v]];
   const fields: Field[] = [
     [1, [[1, 'key_id'], [2, value(identity.keyId)]]],
     [1, [[1, 'account_id'], [2, value(identity.accountId)]]],
   ];
   if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
+  if (identity.bookingId !== undefined) fields.push([1, [[1, BOOKING_ID_FIELD], [2, value(identity.bookingId)]]]);
   return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
 }
 
@@ -50,6 +61,56 @@ function lenField(b: Buffer, no: number): Buffer | null {
     else r.skip(tag & 7, b.length);
   }
   return found;
+}
+
+/** What Envoy does with an `immediate_response` (ProcessingResponse field 7): answers the client with it. */
+export interface Immediate {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer;
+}
+
+/** The varint field `no` of a message (the last one), or null. */
+function varintField(b: Buffer, no: number): number | null {
+  const r = new Reader(b, 0);
+  let found: number | null = null;
+  while (r.pos < b.length) {
+    const tag = r.u32(b.length);
+    if (tag === no << 3) found = r.u32(b.length);
+    else r.skip(tag & 7, b.length);
+  }
+  return found;
+}
+
+/** ProcessingResponse.immediate_response(7): status(1).code(1), headers(2).set_headers(1).header(1) {key 1, value 2, raw_value 3}, body(3). */
+export function immediateOf(resp: Buffer): Immediate | null {
+  const ir = lenField(resp, 7);
+  if (ir === null) return null;
+  const st = lenField(ir, 1);
+  const headers: Record<string, string> = {};
+  const hm = lenField(ir, 2);
+  if (hm !== null) {
+    for (const opt of repeated(hm, 1)) {
+      const hv = lenField(opt, 1);
+      if (hv === null) continue;
+      const key = lenField(hv, 1)?.toString('latin1');
+      const value = (lenField(hv, 3) ?? lenField(hv, 2))?.toString('latin1');
+      if (key !== undefined && value !== undefined) headers[key] = value;
+    }
+  }
+  return { status: (st && varintField(st, 1)) ?? 500, headers, body: lenField(ir, 3) ?? Buffer.alloc(0) };
+}
+
+/** Every length-delimited field `no` of a message, in order. */
+function repeated(b: Buffer, no: number): Buffer[] {
+  const r = new Reader(b, 0);
+  const out: Buffer[] = [];
+  while (r.pos < b.length) {
+    const tag = r.u32(b.length);
+    if (tag === ((no << 3) | 2)) out.push(r.bytes(b.length));
+    else r.skip(tag & 7, b.length);
+  }
+  return out;
 }
 
 /** ProcessingResponse.request_body(3).response(1).body_mutation(3).body(1), or null. */
@@ -82,7 +143,7 @@ export class EnvoyExtProc {
   }
 
   /** Opens a Process stream on `session`. */
-  static open(session: ClientHttp2Session, identity: { keyId: string; accountId: string }): EnvoyExtProc {
+  static open(session: ClientHttp2Session, identity: Identity): EnvoyExtProc {
     const stream = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
     return new EnvoyExtProc(stream, metadataField(identity));
   }
@@ -107,8 +168,8 @@ export class EnvoyExtProc {
     this.#send(headerMapField(2, headers, eos));
   }
 
-  /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, or null. */
-  async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | null> {
+  /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, an immediate response, or null (unchanged). */
+  async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | Immediate | null> {
     const want = this.#answers.length + 2; // the request headers' answer and this one
     this.#send(bodyField(4, body, true));
     const deadline = Date.now() + timeoutMs;
@@ -120,7 +181,7 @@ export class EnvoyExtProc {
       this.#waiter = null;
     }
     const a = this.#answers[want - 1];
-    return a === undefined ? null : requestBodyMutation(a);
+    return a === undefined ? null : (immediateOf(a) ?? requestBodyMutation(a));
   }
 
   responseHeaders(headers: Record<string, string>, eos: boolean): void {

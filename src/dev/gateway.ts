@@ -5,7 +5,8 @@
  * endpoint (forward mode: `X-Forwarded-Method`/`X-Forwarded-Uri`, body included, the entry's
  * family in `x-keygate-protocol`), answers a deny as the sidecar wrote it, and on allow removes
  * the key headers, adds the identity headers and forwards to the upstream with the entry prefix
- * stripped; the allow's `x-ratelimit-*` headers go on the client's response instead (as Envoy does
+ * stripped (the allow's booking id, `x-keygate-booking-id`, goes to metering as the ext_authz
+ * metadata `booking_id`, as Envoy's `dynamic_metadata_from_headers` would, never upstream); the allow's `x-ratelimit-*` headers go on the client's response instead (as Envoy does
  * with ext_authz's `response_headers_to_add`), replacing the upstream's. Each allowed request is metered as Envoy's ext_proc filter would (`ext-proc-envoy.ts`)
  * when the sidecar's gRPC port is given. For trying keygate on one machine only: no TLS, no limits
  * tuning, loopback.
@@ -17,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
+import { BOOKING_ID_HEADER } from '../schema/booking.ts';
 
 export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
   ['/openai', 'openai'],
@@ -28,7 +30,8 @@ const MAX_BODY = 16 * 1024 * 1024;
 /** Headers fetch() refuses or that describe one hop only. */
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host', 'content-length', 'expect']);
 const REMOVE_HEADER = 'x-envoy-auth-headers-to-remove';
-const NOT_IDENTITY = new Set([...HOP, REMOVE_HEADER, 'cache-control', 'date', 'content-type']);
+/** The allow's headers that do not go upstream (the booking id goes to metering only, as Envoy's dynamic metadata). */
+const NOT_IDENTITY = new Set([...HOP, REMOVE_HEADER, 'cache-control', 'date', 'content-type', BOOKING_ID_HEADER]);
 
 export interface DevGatewayOptions {
   /** Port of the sidecar's HTTP authz server on 127.0.0.1. */
@@ -176,18 +179,31 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: DevGatewa
     const c = upstreamCredential((opts.credentialHeaders ?? DEFAULT_CREDENTIAL_HEADERS)[entry[1]], opts.upstreamCredential);
     headers[c.header] ??= c.value;
   }
-  // as Envoy: every request carries an x-request-id (generated when the client sent none)
+  // as Envoy: every request carries an x-request-id (generated when the client sent none); only a
+  // label in the usage log: the booking is idempotent on the allow's booking id
   headers['x-request-id'] ??= randomUUID();
+  const bookingId = authz.headers.get(BOOKING_ID_HEADER) ?? undefined;
   let upBody: Uint8Array = body;
   let meter: EnvoyExtProc | null = null;
   const keyId = headers[opts.keyIdHeader ?? 'x-keygate-key-id'];
   const accountId = headers[opts.accountHeader ?? 'x-keygate-account-id'];
   if (sessions !== null && keyId !== undefined && accountId !== undefined) {
     try {
-      meter = EnvoyExtProc.open(sessions.session(), { keyId, accountId });
+      meter = EnvoyExtProc.open(sessions.session(), { keyId, accountId, ...(bookingId !== undefined ? { bookingId } : {}) });
       const sendBody = hasBody && sendsBodyToMetering(entry[1], path);
       meter.requestHeaders({ ':method': method, ':path': path, ':authority': 'dev-gateway', ...headers }, !sendBody);
-      if (sendBody) upBody = (await meter.requestBody(body, 200)) ?? body;
+      if (sendBody) {
+        // Envoy waits message_timeout (0.2 s in envoy.yaml); the dev gateway, on a busy laptop, 10 s
+        const answer = await meter.requestBody(body, 10_000);
+        if (answer !== null && !Buffer.isBuffer(answer)) {
+          // as Envoy with an immediate_response: the client gets it, nothing goes upstream
+          meter.end();
+          res.writeHead(answer.status, { ...answer.headers, 'content-length': answer.body.length });
+          res.end(answer.body);
+          return;
+        }
+        upBody = answer ?? body;
+      }
     } catch (err) {
       log.warn({ err: { message: (err as Error).message } }, 'dev gateway: metering failed; the request goes on unmetered');
       meter = null;

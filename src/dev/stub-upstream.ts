@@ -1,5 +1,7 @@
 /**
- * A stand-in LLM upstream: answers OpenAI chat completions, Responses, completions and embeddings,
+ * A stand-in LLM upstream: answers OpenAI chat completions, Responses (background ones too: queued,
+ * then completed on a later retrieve), completions, embeddings, image generation and edits, audio
+ * transcription and translation (token usage),
  * Anthropic messages and Google generateContent in each provider's response shape, enough for the
  * official SDKs to parse. `keygate dev` puts it behind its dev gateway; the tests use it as their upstream.
  */
@@ -43,14 +45,32 @@ const sse = (events: readonly unknown[], named = false): string[] =>
   events.map((e) => (named ? `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify(e)}\n\n` : `data: ${JSON.stringify(e)}\n\n`));
 
 const OPENAI_USAGE = { prompt_tokens: STUB_USAGE.input, completion_tokens: STUB_USAGE.output, total_tokens: STUB_USAGE.input + STUB_USAGE.output };
+/** What a reasoning model (`o1`, `o3-mini`, `o4-…`) reports: most of its output is reasoning the client never sees. */
+export const STUB_REASONING_USAGE = { input: 12, output: 4000, reasoning: 3995 } as const;
+const isReasoningModel = (model: string) => /^o\d/.test(model);
+/** OpenAI chat and completions usage of `model`'s answer. */
+function openaiUsage(model: string): object {
+  if (!isReasoningModel(model)) return OPENAI_USAGE;
+  const u = STUB_REASONING_USAGE;
+  return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output, completion_tokens_details: { reasoning_tokens: u.reasoning } };
+}
+
+/** What a background response reports once completed (larger than a foreground answer: it is long work). */
+export const STUB_BACKGROUND_USAGE = { input: 1200, output: 1000 } as const;
 
 /** A Responses API `response` object: in progress (no output, no usage yet) or completed. */
-function responseObject(model: string, createdAt: number, completed: boolean): object {
+let responses = 0;
+/** A fresh response id, as OpenAI gives each response its own (keygate books a response once per id). */
+const newResponseId = () => `resp_stub${Date.now().toString(36)}${(responses++).toString(36)}`;
+
+function responseObject(model: string, createdAt: number, completed: boolean, bg: { id: string; status: string } | null = null, id = 'resp_stub'): object {
+  const usage = bg === null ? STUB_USAGE : STUB_BACKGROUND_USAGE;
   return {
-    id: 'resp_stub',
+    id: bg?.id ?? id,
     object: 'response',
     created_at: createdAt,
-    status: completed ? 'completed' : 'in_progress',
+    status: bg?.status ?? (completed ? 'completed' : 'in_progress'),
+    background: bg !== null,
     error: null,
     incomplete_details: null,
     model,
@@ -59,9 +79,36 @@ function responseObject(model: string, createdAt: number, completed: boolean): o
     tool_choice: 'auto',
     tools: [],
     usage: completed
-      ? { input_tokens: STUB_USAGE.input, input_tokens_details: { cached_tokens: 0 }, output_tokens: STUB_USAGE.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: STUB_USAGE.input + STUB_USAGE.output }
+      ? { input_tokens: usage.input, input_tokens_details: { cached_tokens: 0 }, output_tokens: usage.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: usage.input + usage.output }
       : null,
   };
+}
+
+/**
+ * Background responses (`POST /v1/responses` with `background: true`), as OpenAI runs them: the
+ * create answers `queued` at once, the first retrieve `in_progress`, every later one `completed`
+ * with its usage (JSON, or with `stream=true` the events of a resumed stream). Kept per stub (at
+ * most 1,000; the oldest forgotten first).
+ */
+export class BackgroundResponses {
+  readonly #byId = new Map<string, { model: string; createdAt: number; retrieved: number }>();
+  #next = 0;
+
+  create(model: string): object {
+    const id = `resp_bg${Date.now().toString(36)}${(this.#next++).toString(36)}`;
+    const createdAt = Math.floor(Date.now() / 1000);
+    if (this.#byId.size >= 1000) this.#byId.delete(this.#byId.keys().next().value!);
+    this.#byId.set(id, { model, createdAt, retrieved: 0 });
+    return responseObject(model, createdAt, false, { id, status: 'queued' });
+  }
+
+  /** The response as a retrieve now sees it (and counts the retrieve), or null for an unknown id. */
+  retrieve(id: string): { completed: boolean; json: object } | null {
+    const r = this.#byId.get(id);
+    if (r === undefined) return null;
+    const completed = r.retrieved++ >= 1;
+    return { completed, json: responseObject(r.model, r.createdAt, completed, { id, status: completed ? 'completed' : 'in_progress' }) };
+  }
 }
 
 /** A small embedding: as numbers, or as the base64 of its float32 bytes (`encoding_format: "base64"`, the OpenAI SDK's default). */
@@ -94,27 +141,28 @@ export function stubStream(method: string, url: string, body: string): StubStrea
     const chunk = (delta: object, finish: string | null) => ({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] });
     const events: unknown[] = [chunk({ role: 'assistant', content: '' }, null), ...parts.map((t) => chunk({ content: t }, null)), chunk({}, 'stop')];
     if (req.stream_options?.include_usage === true) {
-      events.push({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [], usage: OPENAI_USAGE });
+      events.push({ id: 'chatcmpl-stub', object: 'chat.completion.chunk', created, model, choices: [], usage: openaiUsage(model) });
     }
     return { contentType: 'text/event-stream', chunks: [...sse(events), 'data: [DONE]\n\n'] };
   }
   if (path === '/v1/completions' && req.stream === true) {
     const chunk = (text: string, finish: string | null) => ({ id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text, index: 0, logprobs: null, finish_reason: finish }] });
     const events: unknown[] = [...parts.map((t) => chunk(t, null)), chunk('', 'stop')];
-    if (req.stream_options?.include_usage === true) events.push({ id: 'cmpl-stub', object: 'text_completion', created, model, choices: [], usage: OPENAI_USAGE });
+    if (req.stream_options?.include_usage === true) events.push({ id: 'cmpl-stub', object: 'text_completion', created, model, choices: [], usage: openaiUsage(model) });
     return { contentType: 'text/event-stream', chunks: [...sse(events), 'data: [DONE]\n\n'] };
   }
   if (path === '/v1/responses' && req.stream === true) {
     let seq = 0;
+    const rid = newResponseId();
     const item = { type: 'message', id: 'msg_stub', status: 'in_progress', role: 'assistant', content: [] };
     const events = [
-      { type: 'response.created', response: responseObject(model, created, false) },
-      { type: 'response.in_progress', response: responseObject(model, created, false) },
+      { type: 'response.created', response: responseObject(model, created, false, null, rid) },
+      { type: 'response.in_progress', response: responseObject(model, created, false, null, rid) },
       { type: 'response.output_item.added', output_index: 0, item },
       { type: 'response.content_part.added', item_id: 'msg_stub', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
       ...parts.map((delta) => ({ type: 'response.output_text.delta', item_id: 'msg_stub', output_index: 0, content_index: 0, delta })),
       { type: 'response.output_text.done', item_id: 'msg_stub', output_index: 0, content_index: 0, text: UPSTREAM_TEXT },
-      { type: 'response.completed', response: responseObject(model, created, true) },
+      { type: 'response.completed', response: responseObject(model, created, true, null, rid) },
     ].map((e) => ({ ...e, sequence_number: seq++ }));
     return { contentType: 'text/event-stream', chunks: sse(events, true) };
   }
@@ -143,6 +191,13 @@ export function stubStream(method: string, url: string, body: string): StubStrea
   return null;
 }
 
+/** What the stub's image answers report (gpt-image-1's shape: input split into text and image tokens). */
+export const STUB_IMAGE_USAGE = { input: 50, text: 40, image: 10, output: 4160 } as const;
+/** What the stub's transcriptions and translations report (a model billed by token). */
+export const STUB_AUDIO_USAGE = { input: 120, output: 8 } as const;
+/** A 1×1 PNG. */
+const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+
 export function stubAnswer(method: string, url: string, body: string): { status: number; json: unknown } {
   const path = url.split('?')[0]!;
   let model = 'unknown';
@@ -164,14 +219,25 @@ export function stubAnswer(method: string, url: string, body: string): { status:
         created,
         model,
         choices: [{ index: 0, message: { role: 'assistant', content: UPSTREAM_TEXT, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-        usage: OPENAI_USAGE,
+        usage: openaiUsage(model),
       },
     };
   }
   if (method === 'POST' && path === '/v1/completions') {
     return { status: 200, json: { id: 'cmpl-stub', object: 'text_completion', created, model, choices: [{ text: UPSTREAM_TEXT, index: 0, logprobs: null, finish_reason: 'stop' }], usage: OPENAI_USAGE } };
   }
-  if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true) };
+  if (method === 'POST' && path === '/v1/responses') return { status: 200, json: responseObject(model, created, true, null, newResponseId()) };
+  if (method === 'POST' && (path === '/v1/images/generations' || path === '/v1/images/edits')) {
+    const u = STUB_IMAGE_USAGE;
+    return {
+      status: 200,
+      json: { created, data: [{ b64_json: PNG_1X1 }], usage: { input_tokens: u.input, input_tokens_details: { text_tokens: u.text, image_tokens: u.image }, output_tokens: u.output, total_tokens: u.input + u.output } },
+    };
+  }
+  if (method === 'POST' && (path === '/v1/audio/transcriptions' || path === '/v1/audio/translations')) {
+    const u = STUB_AUDIO_USAGE;
+    return { status: 200, json: { text: UPSTREAM_TEXT, usage: { type: 'tokens', input_tokens: u.input, input_token_details: { text_tokens: 0, audio_tokens: u.input }, output_tokens: u.output, total_tokens: u.input + u.output } } };
+  }
   if (method === 'POST' && path === '/v1/embeddings') {
     return {
       status: 200,
@@ -215,14 +281,37 @@ export interface UpstreamRequest {
 }
 
 /** The stub server; each request that reaches it is passed to `onRequest` (tests record them). */
+/** A background create or a retrieve of one: the answer, or null (not one). */
+function background(bg: BackgroundResponses, method: string, url: string, body: string): StubStream | { status: number; json: unknown } | null {
+  const [path, query = ''] = url.split('?') as [string, string?];
+  if (method === 'POST' && path === '/v1/responses') {
+    let req: { background?: unknown; model?: unknown } = {};
+    try {
+      req = JSON.parse(body) as typeof req;
+    } catch {
+      return null;
+    }
+    return req.background === true ? { status: 200, json: bg.create(typeof req.model === 'string' ? req.model : 'unknown') } : null;
+  }
+  const m = /^\/v1\/responses\/([^/]+)$/.exec(path);
+  if (method !== 'GET' || !m) return null;
+  const r = bg.retrieve(m[1]!);
+  if (r === null) return { status: 404, json: { error: { message: `No response found with id '${m[1]}'.`, type: 'invalid_request_error', param: null, code: null } } };
+  if (new URLSearchParams(query).get('stream') !== 'true') return { status: 200, json: r.json };
+  const type = r.completed ? 'response.completed' : 'response.in_progress';
+  return { contentType: 'text/event-stream', chunks: sse([{ type, response: r.json, sequence_number: 0 }], true) };
+}
+
 export function createStubUpstream(onRequest: (r: UpstreamRequest) => void = () => {}): Server {
+  const bg = new BackgroundResponses();
   return createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
       onRequest({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
-      const st = stubStream(req.method ?? '', req.url ?? '', body);
+      const b = background(bg, req.method ?? '', req.url ?? '', body);
+      const st = b !== null && 'chunks' in b ? b : stubStream(req.method ?? '', req.url ?? '', body);
       if (st !== null) {
         res.writeHead(200, { 'content-type': st.contentType });
         void (async () => {
@@ -234,7 +323,7 @@ export function createStubUpstream(onRequest: (r: UpstreamRequest) => void = () 
         })();
         return;
       }
-      const a = stubAnswer(req.method ?? '', req.url ?? '', body);
+      const a = b !== null && !('chunks' in b) ? b : stubAnswer(req.method ?? '', req.url ?? '', body);
       const out = JSON.stringify(a.json);
       res.writeHead(a.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
       res.end(out);

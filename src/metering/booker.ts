@@ -1,7 +1,7 @@
 /**
  * The metered answers' bookings: priced when the response ends (the price table then in memory),
  * queued, and written in batches by the usage-record script (`RECORD_USAGE`, the same atomic
- * effect as `POST /v1/usage`: idempotent on the request id, wallet debited, key spend grown, gate
+ * effect as `POST /v1/usage`: idempotent on keygate's booking id (`x-request-id` only a label in the log), wallet debited, key spend grown, gate
  * written on a crossing, token counters and token rates, a usage-log entry with source `meter`).
  *
  * A batch is flushed at most `intervalMs` after its first booking was queued (default 250 ms; a
@@ -70,7 +70,7 @@ export function bookingArgs(p: PricedBooking, o: { idempotencySeconds: number; l
   return [
     b.key_id,
     String(p.amountMicros),
-    b.request_id,
+    b.booking_id,
     String(o.idempotencySeconds),
     String(o.logMaxEntries),
     String(MAX_BALANCE_MICROS),
@@ -84,7 +84,8 @@ export function bookingArgs(p: PricedBooking, o: { idempotencySeconds: number; l
     'meter',
     b.estimated ? '1' : '',
     p.unpriced ? '1' : '',
-    p.basis === undefined ? '' : JSON.stringify(p.basis),
+    p.basis === undefined ? '' : JSON.stringify(p.basis), // 17: why this price
+    b.request_id, // 18: the label
   ];
 }
 
@@ -105,7 +106,7 @@ export function redisBookingWrite(
   if (!('kgRecordUsage' in redis)) redis.defineCommand('kgRecordUsage', { numberOfKeys: RECORD_USAGE_KEYS, lua: RECORD_USAGE });
   /** Accounts already in the export's list (bounded). */
   const listed = new Set<string>();
-  const args = (p: PricedBooking) => [...usageRecordKeys(s, p.booking.account, p.booking.key_id, p.booking.request_id), ...bookingArgs(p, o)];
+  const args = (p: PricedBooking) => [...usageRecordKeys(s, p.booking.account, p.booking.key_id, p.booking.booking_id), ...bookingArgs(p, o)];
   return async (batch) => {
     const fresh = [...new Set(batch.map((p) => p.booking.account))].filter((a) => !listed.has(a));
     if (fresh.length > 0) {

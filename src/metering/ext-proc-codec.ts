@@ -7,7 +7,7 @@
  * Read from a `ProcessingRequest`: which phase (oneof `request`, the last one wins as in proto3),
  * its headers (`HeaderMap`, `raw_value` preferred over `value`), body bytes (a view of the message,
  * not a copy) and `end_of_stream`; `metadata_context.filter_metadata["envoy.filters.http.ext_authz"]`
- * string fields `key_id`, `account_id`, `model`; and `observability_mode`. Anything malformed throws
+ * string fields `key_id`, `account_id`, `model`, `booking_id` (or `x-keygate-booking-id`); and `observability_mode`. Anything malformed throws
  * `WireError` and nothing else (proven with hostile bytes in test/unit/metering-codec.test.ts).
  *
  * Written: a `ProcessingResponse` answering one phase with an empty `HeadersResponse`,
@@ -15,6 +15,7 @@
  * `CommonResponse.body_mutation.body` replaces the request body.
  */
 import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
+import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../schema/booking.ts';
 
 export { WireError };
 
@@ -41,11 +42,13 @@ const PHASES: readonly (Phase | null)[] = [
   'response_trailers',
 ];
 
-/** What ext_authz forwarded: the allow's identity and model (absent fields stay undefined). */
+/** What ext_authz forwarded: the allow's identity, model and booking id (absent fields stay undefined). */
 export interface AuthzMetadata {
   keyId?: string;
   accountId?: string;
   model?: string;
+  /** `booking_id` (gRPC Check), or `x-keygate-booking-id` (HTTP authz through `dynamic_metadata_from_headers`). */
+  bookingId?: string;
 }
 
 /** One decoded ProcessingRequest, the fields metering reads. */
@@ -185,6 +188,17 @@ function authzField(r: Reader, stop: number, meta: AuthzMetadata): void {
   if (key === 'key_id') meta.keyId = value ?? undefined;
   else if (key === 'account_id') meta.accountId = value ?? undefined;
   else if (key === 'model') meta.model = value ?? undefined;
+  else if (key === BOOKING_ID_FIELD || key === BOOKING_ID_HEADER) meta.bookingId = value ?? undefined;
+}
+
+/**
+ * The ext_authz filter's namespace: `envoy.filters.http.ext_authz`, or a named instance of it
+ * (`envoy.filters.http.ext_authz/…`: Envoy Gateway names each SecurityPolicy's filter
+ * `envoy.filters.http.ext_authz/securitypolicy/<namespace>/<name>`). Namespaces are the proxy's
+ * configuration, never a client's.
+ */
+function isAuthzNamespace(ns: string): boolean {
+  return ns === EXT_AUTHZ_NAMESPACE || ns.startsWith(`${EXT_AUTHZ_NAMESPACE}/`);
 }
 
 /** One Metadata.filter_metadata entry { string key = 1; Struct value = 2; }: the ext_authz namespace's fields. */
@@ -194,7 +208,7 @@ function filterMetadata(r: Reader, stop: number, req: ProcessingRequest): void {
   let structEnd = -1;
   while (r.pos < stop) {
     const t = r.u32(stop);
-    if (t === ((1 << 3) | LEN)) isAuthz = r.str(stop) === EXT_AUTHZ_NAMESPACE;
+    if (t === ((1 << 3) | LEN)) isAuthz = isAuthzNamespace(r.str(stop));
     else if (t === ((2 << 3) | LEN)) {
       const m = r.len(stop);
       structStart = r.pos;
@@ -292,4 +306,16 @@ export function replaceRequestBodyResponse(body: Uint8Array, removeContentLength
   if (removeContentLength) common.push([2, [[2, 'content-length']]]);
   common.push([3, [[1, body]]]);
   return encodeMessage([[3, [[1, common]]]]);
+}
+
+/**
+ * An `immediate_response` answer (ProcessingResponse field 7): Envoy answers the client with it and
+ * sends nothing upstream. ImmediateResponse { HttpStatus status = 1 { code = 1 }; HeaderMutation
+ * headers = 2 { repeated HeaderValueOption set_headers = 1 { HeaderValue header = 1 { key = 1;
+ * raw_value = 3 } } }; bytes body = 3; string details = 5 }. Needs the filter's
+ * `disable_immediate_response: false` (envoy.yaml).
+ */
+export function immediateResponse(status: number, headers: ReadonlyArray<readonly [string, string]>, body: string, details: string): Buffer {
+  const set: Field[] = headers.map(([k, v]) => [1, [[1, [[1, k], [3, Buffer.from(v, 'latin1')]]]]]);
+  return encodeMessage([[7, [[1, [[1, status]]], [2, set], [3, Buffer.from(body, 'utf8')], [5, details]]]]);
 }

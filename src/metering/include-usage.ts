@@ -5,22 +5,47 @@
  * else (the model the authorization read, numbers past 2^53, key order, spacing) stays byte for
  * byte as the client sent it.
  *
- * The body must be valid UTF-8 JSON (`JSON.parse` accepts it), an object with `stream: true`; a
- * body with the key `stream_options` twice at the top level (readers disagree on which wins) is
- * left alone. Cases: no `stream_options` → `"stream_options":{"include_usage":true},` is inserted
- * first; an object without `include_usage` → `"include_usage":true,` is inserted first in it; an
- * `include_usage` that is not `true` → its value is replaced (the last one, which JSON.parse reads,
- * when it appears twice); `stream_options` that is not an object → replaced by the object.
+ * Usage cannot be switched off by the client (docs/metering.md, "Asking for usage"): a body that
+ * cannot be made to ask is `refused` (the session answers 400 `USAGE_NOT_GUARANTEED`), never passed
+ * on unchanged: not valid UTF-8 JSON, not an object, larger than `MAX_FORCE_BODY`, or with `stream`
+ * or `stream_options` twice at the top level (readers disagree on which wins). A body is streamed
+ * unless `stream` is absent, `false` or `null`. Cases: no `stream_options` →
+ * `"stream_options":{"include_usage":true},` is inserted first; an object without `include_usage`
+ * → `"include_usage":true,` is inserted first in it; `include_usage` not `true` (in any of its
+ * occurrences, when repeated) → every occurrence's value replaced by `true`; `stream_options` that
+ * is not an object → replaced by the object.
  */
 import { isUtf8 } from 'node:buffer';
 
-/** The largest body changed (larger bodies are left alone). */
-export const MAX_FORCE_BODY = 4 * 1024 * 1024;
+/**
+ * The largest body changed: above what the shipped envoy.yaml sends (its buffer limit is 9 MiB), so
+ * every body Envoy sends whole is rewritten; a larger one is refused, never passed on unchanged.
+ */
+export const MAX_FORCE_BODY = 16 * 1024 * 1024;
+
+/** Why a streamed request cannot be made to ask for usage (the request is then refused, 400 `USAGE_NOT_GUARANTEED`). */
+export type RefusedReason = 'too-large' | 'invalid-json' | 'not-object' | 'duplicate-key' | 'in-parts';
 
 export type ForceUsage =
   | { readonly kind: 'changed'; readonly body: Buffer }
   | { readonly kind: 'unchanged'; readonly reason: 'not-streamed' | 'already-set' }
-  | { readonly kind: 'refused'; readonly reason: 'too-large' | 'invalid-json' | 'not-object' | 'duplicate-key' };
+  | { readonly kind: 'refused'; readonly reason: RefusedReason; readonly key?: string };
+
+/** The client's message of each refusal reason (safe text: no body content but a fixed key name). */
+export function refusedMessage(r: { reason: RefusedReason; key?: string }): string {
+  switch (r.reason) {
+    case 'too-large':
+      return `The request body is larger than the ${MAX_FORCE_BODY / (1024 * 1024)} MiB the gateway reads whole to ask for usage.`;
+    case 'invalid-json':
+      return 'The request body is not valid UTF-8 JSON.';
+    case 'not-object':
+      return 'The request body is not a JSON object.';
+    case 'duplicate-key':
+      return `The request body has the key "${r.key ?? 'stream_options'}" more than once.`;
+    case 'in-parts':
+      return 'The request body reached the gateway in parts, not whole.';
+  }
+}
 
 const INCLUDE = '{"include_usage":true}';
 
@@ -31,22 +56,26 @@ interface Member {
   readonly end: number;
 }
 
+const WS = /[ \t\n\r]*/y;
+
 function skipWs(t: string, i: number): number {
-  while (i < t.length) {
-    const c = t.charCodeAt(i);
-    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
-    i++;
-  }
-  return i;
+  WS.lastIndex = i;
+  WS.exec(t);
+  return WS.lastIndex;
 }
 
-/** `t[i]` is `"`: the index after the closing quote (the text is valid JSON). */
+/**
+ * `t[i]` is `"`: the index after the closing quote (the text is valid JSON). The closing quote is
+ * the first `"` preceded by an even run of backslashes (found with the native search: a 9 MiB
+ * string costs a few milliseconds).
+ */
 function skipString(t: string, i: number): number {
-  i++;
-  for (;;) {
-    const c = t.charCodeAt(i);
-    if (c === 0x22) return i + 1;
-    i += c === 0x5c ? 2 : 1;
+  for (i++; ; ) {
+    const q = t.indexOf('"', i);
+    let k = q - 1;
+    while (t.charCodeAt(k) === 0x5c) k--;
+    if ((q - 1 - k) % 2 === 0) return q + 1;
+    i = q + 1;
   }
 }
 
@@ -65,12 +94,13 @@ function skipValue(t: string, i: number): number {
         while (i < t.length && !/[\s,}\]]/.test(t[i]!)) i++;
         return i;
       }
+      if (depth > 0) i = skipWs(t, i);
     }
   } while (depth > 0);
   return i;
 }
 
-/** The members of the object starting at `i` (`t[i]` is `{`), and the index of its `{`. */
+/** The members of the object starting at `i` (`t[i]` is `{`), every occurrence of a repeated key included. */
 function members(t: string, i: number): Member[] {
   const out: Member[] = [];
   i = skipWs(t, i + 1);
@@ -90,47 +120,60 @@ function members(t: string, i: number): Member[] {
   }
 }
 
-/** Sets `stream_options.include_usage` to true in a streamed request body (see the module comment). */
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * Sets `stream_options.include_usage` to true in a streamed request body (see the module comment),
+ * so that whichever JSON reader the upstream uses (first or last of a repeated key wins, lax
+ * booleans) the request asks for usage, or says why it cannot: `refused`.
+ */
 export function forceIncludeUsage(body: Uint8Array): ForceUsage {
   if (body.length > MAX_FORCE_BODY) return { kind: 'refused', reason: 'too-large' };
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length);
   if (!isUtf8(buf)) return { kind: 'refused', reason: 'invalid-json' };
-  const text = buf.toString('utf8');
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = JSON.parse(buf.toString('utf8'));
   } catch {
     return { kind: 'refused', reason: 'invalid-json' };
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { kind: 'refused', reason: 'not-object' };
-  const o = parsed as Record<string, unknown>;
-  if (o.stream !== true) return { kind: 'unchanged', reason: 'not-streamed' };
-  const so = o.stream_options;
-  if (so !== null && typeof so === 'object' && !Array.isArray(so) && (so as Record<string, unknown>).include_usage === true) {
-    return { kind: 'unchanged', reason: 'already-set' };
+  if (!isObject(parsed)) return { kind: 'refused', reason: 'not-object' };
+  // Scanned as latin1: one character per byte, so positions are byte offsets. JSON's structure is
+  // ASCII and no byte of a multi-byte UTF-8 sequence is ASCII, so the scan sees the same structure;
+  // the keys compared are ASCII.
+  const t = buf.toString('latin1');
+  const open = skipWs(t, 0);
+  const top = members(t, open);
+  // readers disagree on which of a repeated key wins: a request whose stream flag or options
+  // depend on the reader is refused
+  for (const key of ['stream', 'stream_options']) {
+    if (top.filter((m) => m.key === key).length > 1) return { kind: 'refused', reason: 'duplicate-key', key };
   }
-  const open = skipWs(text, 0);
-  const top = members(text, open);
-  const found = top.filter((m) => m.key === 'stream_options');
-  if (found.length > 1) return { kind: 'refused', reason: 'duplicate-key' };
-  let out: string;
-  if (found.length === 0) {
-    out = `${text.slice(0, open + 1)}"stream_options":${INCLUDE},${text.slice(open + 1)}`;
-  } else {
-    const m = found[0]!;
-    if (so === null || typeof so !== 'object' || Array.isArray(so)) {
-      out = text.slice(0, m.start) + INCLUDE + text.slice(m.end);
-    } else {
-      const all = members(text, m.start);
-      const inner = all.filter((x) => x.key === 'include_usage');
-      if (inner.length === 0) {
-        const empty = all.length === 0;
-        out = `${text.slice(0, m.start + 1)}"include_usage":true${empty ? '' : ','}${text.slice(m.start + 1)}`;
-      } else {
-        const last = inner[inner.length - 1]!;
-        out = `${text.slice(0, last.start)}true${text.slice(last.end)}`;
-      }
+  // streamed unless the flag is absent, false or null: a lax upstream may take "true" or 1 for true
+  const stream = parsed.stream;
+  if (stream === undefined || stream === false || stream === null) return { kind: 'unchanged', reason: 'not-streamed' };
+  const so = parsed.stream_options;
+  const found = top.find((m) => m.key === 'stream_options');
+  /** [start, end, replacement] byte ranges, in order. */
+  const edits: Array<[number, number, string]> = [];
+  if (found === undefined) edits.push([open + 1, open + 1, `"stream_options":${INCLUDE},`]);
+  else if (!isObject(so)) edits.push([found.start, found.end, INCLUDE]);
+  else {
+    const all = members(t, found.start);
+    const inner = all.filter((x) => x.key === 'include_usage');
+    if (inner.length === 0) edits.push([found.start + 1, found.start + 1, `"include_usage":true${all.length === 0 ? '' : ','}`]);
+    else {
+      // every occurrence true, so that no reader sees another value
+      if (inner.every((m) => t.slice(m.start, m.end) === 'true')) return { kind: 'unchanged', reason: 'already-set' };
+      for (const m of inner) edits.push([m.start, m.end, 'true']);
     }
   }
-  return { kind: 'changed', body: Buffer.from(out, 'utf8') };
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (const [a, b, text] of edits) {
+    parts.push(buf.subarray(at, a), Buffer.from(text, 'latin1'));
+    at = b;
+  }
+  parts.push(buf.subarray(at));
+  return { kind: 'changed', body: Buffer.concat(parts) };
 }

@@ -9,7 +9,7 @@
  * streamed JSON array `[{…},{…}]`): when a record's closing bracket is read, `onRecord` is called
  * with the slots and they are cleared for the next.
  *
- * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, four strings of at
+ * Memory per reader is fixed: a stack of MAX_DEPTH entries, SLOT_COUNT numbers, STRING_SLOTS strings of at
  * most STRING_MAX bytes. Deeper nesting or bytes that are not JSON stop the reader (`failed`); it
  * reads nothing more until `reset()` (each SSE event resets it).
  *
@@ -42,6 +42,8 @@ export interface JsonNode {
   readonly count?: number;
   /** A short string: the string slot it goes to. */
   readonly str?: number;
+  /** A boolean: the number slot it goes to (true 1, false 0; null: unseen; anything else bad). */
+  readonly flag?: number;
   /** Generated text: its code points are added to `text`. */
   readonly text?: boolean;
   /** Every string below this value (at any depth) is text. */
@@ -64,10 +66,11 @@ export function arr(items: JsonNode): JsonNode {
 }
 export const count = (slot: number): JsonNode => ({ count: slot });
 export const str = (slot: number): JsonNode => ({ str: slot });
+export const flag = (slot: number): JsonNode => ({ flag: slot });
 export const TEXT: JsonNode = { text: true };
 /** The slots a modality element reads into before it is folded (reserved: the last number and string slots). */
-export const MODALITY_COUNT_SLOT = 12;
-export const MODALITY_STRING_SLOT = 3;
+export const MODALITY_COUNT_SLOT = 14;
+export const MODALITY_STRING_SLOT = 5;
 /** An object of `{modality, tokenCount}` whose count goes to its modality's slot. */
 export function byModality(slots: Record<string, number>): JsonNode {
   return { ...obj({ modality: { str: MODALITY_STRING_SLOT }, tokenCount: { count: MODALITY_COUNT_SLOT } }), modalityOf: Object.entries(slots) };
@@ -75,9 +78,9 @@ export function byModality(slots: Record<string, number>): JsonNode {
 export const DEEP_TEXT: JsonNode = { deepText: true };
 
 /** Number slots per record. */
-export const SLOT_COUNT = 13;
+export const SLOT_COUNT = 15;
 /** String slots per record. */
-export const STRING_SLOTS = 4;
+export const STRING_SLOTS = 6;
 /** The longest captured string, in bytes (longer: the slot is marked bad). */
 export const STRING_MAX = 256;
 /** The deepest nesting read. */
@@ -161,8 +164,8 @@ export class JsonReader implements RecordView {
   private capLen = 0;
   private capSlot = 0;
   /** Per string slot, the bytes and string of its last capture: a stream repeats its model and types, decoded once. */
-  private readonly lastCap: Uint8Array[] = [NONE, NONE, NONE, NONE];
-  private readonly lastCapStr: (string | null)[] = [null, null, null, null];
+  private readonly lastCap: Uint8Array[] = [NONE, NONE, NONE, NONE, NONE, NONE];
+  private readonly lastCapStr: (string | null)[] = [null, null, null, null, null, null];
 
   // number being read
   private numSlot = -1;
@@ -171,10 +174,10 @@ export class JsonReader implements RecordView {
   private numDigits = 0;
 
   // the record being read (this reader is the RecordView handed to onRecord)
-  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
-  readonly strings: (string | null)[] = [null, null, null, null];
-  readonly stringBad: number[] = [0, 0, 0, 0];
+  readonly counts: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+  readonly countState: number[] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]; // SLOT_COUNT × UNSEEN (a literal: packed elements)
+  readonly strings: (string | null)[] = [null, null, null, null, null, null]; // STRING_SLOTS
+  readonly stringBad: number[] = [0, 0, 0, 0, 0, 0];
   /** Code points of text read in the current record (not yet complete: a stream cut short served it too). */
   text = 0;
 
@@ -507,6 +510,10 @@ export class JsonReader implements RecordView {
     if (c === 0x74 || c === 0x66 || c === 0x6e) {
       // true/false/null: a count that is a literal is bad, except null (absent, as OpenAI's `"usage": null`)
       if (node?.count !== undefined && c !== 0x6e) this.countState[node.count] = BAD;
+      if (node?.flag !== undefined && c !== 0x6e) {
+        this.counts[node.flag] = c === 0x74 ? 1 : 0;
+        this.countState[node.flag] = SEEN;
+      }
       return S_LITERAL;
     }
     if (c === 0x5d && this.kinds[this.depth] === ARR && this.depth > 0) {

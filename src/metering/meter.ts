@@ -43,6 +43,11 @@ export interface MeterDeps {
   readonly options: Omit<MeterOptions, 'newRequestId'>;
   readonly limits?: MeterLimits;
   readonly now?: () => number;
+  /**
+   * Records a provider object a metered request created as owned by its account (the owned record
+   * of `src/schema/owned.ts`): an OpenAI background or stored response. Absent: not recorded.
+   */
+  readonly recordOwned?: (o: { provider: 'openai'; id: string; account: string; keyId: string }) => Promise<void>;
 }
 
 const CLOSED: MeterStep = Object.freeze({ reply: null, close: true });
@@ -131,7 +136,15 @@ export class Meter {
     if (n.identityMismatch) m.anomalies.inc({ kind: 'identity-mismatch' });
     if (n.oversizedEvents > 0) m.anomalies.inc({ kind: 'oversized-events' }, n.oversizedEvents);
     if (n.cut) m.anomalies.inc({ kind: 'cut' });
-    if (n.requestId === 'generated') m.anomalies.inc({ kind: 'generated-request-id' });
+    if (n.bookingId === 'minted' && o.kind === 'booking') m.anomalies.inc({ kind: 'missing-booking-id' });
+    const owned = n.ownedResponse;
+    if (owned !== null && this.#d.recordOwned !== undefined) {
+      // never fails the booking: a failed write is counted and logged (the record is what opens the response to its account later)
+      this.#d.recordOwned({ provider: 'openai', ...owned }).catch((err: unknown) => {
+        m.failures.inc({ kind: 'owned' });
+        this.#d.log.error({ keyId: owned.keyId, responseId: owned.id, err: { message: (err as Error)?.message } }, 'metering: the owned-response record was not written');
+      });
+    }
     if (o.kind === 'none') {
       m.streams.inc({ outcome: o.reason });
       if (o.reason === 'no-identity' || o.reason === 'no-response-headers') m.unbooked.inc({ reason: o.reason });
@@ -164,13 +177,16 @@ export class Meter {
     if (p.unpriced) m.unpriced.inc();
     if (p.clamped) m.anomalies.inc({ kind: 'cost-clamped' });
     if (o.booking.estimated) m.anomalies.inc({ kind: 'estimated' });
-    if (n.failure !== null || n.modelDiffers || n.identityMismatch) {
+    const minted = n.bookingId === 'minted';
+    if (n.failure !== null || n.modelDiffers || n.identityMismatch || minted) {
       const { tell, held } = this.#problems.take();
       if (held > 0) this.#d.log.warn({ held }, 'metering: more responses read with a problem in the last window (counted in keygate_metering_anomalies_total and keygate_metering_failures_total)');
       if (tell) {
         this.#d.log.warn(
-          { requestId: o.booking.request_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch },
-          'metering: response read with a problem (booked from what was read)',
+          { requestId: o.booking.request_id, bookingId: o.booking.booking_id, keyId: o.booking.key_id, model: o.booking.model, failure: n.failure, modelDiffers: n.modelDiffers, identityMismatch: n.identityMismatch, missingBookingId: minted },
+          minted
+            ? 'metering: no booking_id in the forwarded ext_authz metadata (forward the envoy.filters.http.ext_authz namespace to ext_proc); booked under an id minted for this stream'
+            : 'metering: response read with a problem (booked from what was read)',
         );
       }
     }

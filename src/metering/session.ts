@@ -6,9 +6,11 @@
  * content decoding (Node's zlib), awaited by `end()`.
  *
  * Answers: every phase gets its empty answer (no mutation), except an OpenAI streamed chat or
- * completions request body without `stream_options.include_usage: true`, which is answered with
- * the body changed to ask for usage (`forceIncludeUsage`; off with the option). In
- * `observability_mode` nothing is answered (Envoy does not wait).
+ * completions request body that does not ask for usage, which is answered with the body changed
+ * to ask for it (`forceIncludeUsage`; off with the option), or — when that cannot be guaranteed
+ * (the body in parts, not JSON, too large, `stream`/`stream_options` repeated) — with an immediate
+ * 400 `USAGE_NOT_GUARANTEED` in OpenAI's error shape (nothing then goes upstream; nothing is
+ * booked). In `observability_mode` nothing is answered (Envoy does not wait).
  *
  * Nothing to book (`close: true`, the stream may be ended with gRPC OK): no identity, an endpoint
  * metering does not read, a response status of 400 or above; and at the end, a stream that never
@@ -25,12 +27,15 @@
 import { createHash } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
+import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
-import { continueResponse, decodeProcessingRequest, headerOf, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
-import { forceIncludeUsage } from './include-usage.ts';
+import { continueResponse, decodeProcessingRequest, headerOf, immediateResponse, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
+import { forceIncludeUsage, refusedMessage, type RefusedReason } from './include-usage.ts';
+import { denyResponse } from '../core/deny-response.ts';
+import { DENY_STATUS } from '../core/codes.ts';
 import { JsonReader, type RecordView } from './json-reader.ts';
 import { SseReader } from './sse.ts';
-import { foldRecord, isPlainModel, meteredEndpoint, MODEL, normalise, REQUEST_SCHEMA, responseSchema, UsageState, type Anomalies, type EndpointKind, type MeteredEndpoint, type TokenCounts } from './usage.ts';
+import { foldRecord, isPlainModel, meteredEndpoint, MODEL, normalise, PENDING_STATUS, REQUEST_SCHEMA, responseSchema, UsageState, type Anomalies, type EndpointKind, type MeteredEndpoint, type TokenCounts } from './usage.ts';
 
 export interface MeterOptions {
   /** Set `stream_options.include_usage` in OpenAI streamed requests (KEYGATE_METER_FORCE_USAGE). */
@@ -43,7 +48,12 @@ export interface MeterOptions {
   readonly maxDecodedBytes: number;
   /** The most encoded input waiting to be decoded. */
   readonly maxPendingBytes: number;
-  /** A request id for a response without `x-request-id` (must match the usage-record id pattern). */
+  /** `domain` of a refusal's error body (Google's shape; KEYGATE_ERROR_DOMAIN). */
+  readonly errorDomain: string;
+  /**
+   * A booking id for a stream whose ext_authz metadata carried none (a deployment that does not
+   * forward it): one per stream, never a client's header (must match the usage-record id pattern).
+   */
   readonly newRequestId: () => string;
 }
 
@@ -54,10 +64,14 @@ export const DEFAULT_METER_OPTIONS: Omit<MeterOptions, 'newRequestId'> = {
   maxEventBytes: 1024 * 1024,
   maxDecodedBytes: 64 * 1024 * 1024,
   maxPendingBytes: 1024 * 1024,
+  errorDomain: 'keygate',
 };
 
 /** What the usage log and the books get for one metered response. */
 export interface Booking extends TokenCounts {
+  /** The id the booking is idempotent on: keygate's (the allow's `booking_id`, or minted per stream). */
+  readonly booking_id: string;
+  /** Envoy's `x-request-id`, a label in the usage log only ('' when the request had none). */
   readonly request_id: string;
   readonly key_id: string;
   readonly account: string;
@@ -67,11 +81,14 @@ export interface Booking extends TokenCounts {
   readonly family: Family;
 }
 
-export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers';
+export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers' | 'usage-not-guaranteed' | 'not-terminal';
 
 /** Facts about a metered response for metrics and the log (no key material). */
 export interface MeterNotes {
-  requestId: 'as-sent' | 'hashed' | 'generated';
+  /** The `x-request-id` label: as sent, hashed (outside the usage-record id pattern), or absent. */
+  requestId: 'as-sent' | 'hashed' | 'absent';
+  /** The booking id: the allow's (forwarded metadata), or minted by metering (none forwarded: counted). */
+  bookingId: 'authz' | 'minted';
   /** The identity headers and the forwarded metadata named different keys (the metadata won). */
   identityMismatch: boolean;
   modelFrom: 'response' | 'path' | 'request' | 'metadata' | 'unknown';
@@ -83,14 +100,20 @@ export interface MeterNotes {
   failure: DecodeFailure | 'unreadable' | 'undecodable-message' | null;
   oversizedEvents: number;
   anomalies: Anomalies;
-  /** How the request body was answered when asked about usage. */
+  /** How the request body was answered when asked about usage (refused: 400 USAGE_NOT_GUARANTEED, and why). */
   forcedUsage: 'changed' | 'unchanged' | 'refused' | null;
+  refusedBecause: RefusedReason | null;
   /** The request's W3C trace context as the proxy sent it (bounded lengths; validated by the tracer), for a span. */
   trace: { readonly parent: string; readonly state: string | undefined } | null;
   /** The metered endpoint's kind, once the request headers were read. */
   endpointKind: EndpointKind | null;
   /** The model the request asked for (path or body), when read. */
   requestedModel: string | null;
+  /**
+   * An OpenAI response this request created (`POST /responses`, its `id`): recorded as owned by the
+   * account (`src/schema/owned.ts`) whether or not anything is booked now.
+   */
+  ownedResponse: { readonly id: string; readonly account: string; readonly keyId: string } | null;
 }
 
 export type MeterOutcome =
@@ -106,7 +129,16 @@ export interface MeterStep {
 const NO_REPLY_OPEN: MeterStep = Object.freeze({ reply: null, close: false });
 const NO_REPLY_CLOSE: MeterStep = Object.freeze({ reply: null, close: true });
 
-/** The booking id of a request id: as sent when it is a usage-record id, else `h:` + its SHA-256 in hex. */
+/**
+ * The booking id of an OpenAI response's usage: a function of the response id (`r:` + SHA-256 of
+ * `openai:<id>` in hex), so that its usage is booked once whichever request (the create, a
+ * retrieve, a resumed stream, a cancel) and whichever sidecar carried its terminal state.
+ */
+export function responseBookingId(responseId: string): string {
+  return `r:${createHash('sha256').update(`openai:${responseId}`, 'utf8').digest('hex')}`;
+}
+
+/** The usage log's label of a request id: as sent when it is a usage-record id, else `h:` + its SHA-256 in hex. */
 export function bookingRequestId(sent: string): { id: string; hashed: boolean } {
   if (BOOK_ID_PATTERN.test(sent)) return { id: sent, hashed: false };
   return { id: `h:${createHash('sha256').update(sent, 'utf8').digest('hex')}`, hashed: true };
@@ -137,6 +169,7 @@ export class MeterSession {
   private feed: ((b: Uint8Array) => void) | null = null;
   private readonly notes: MeterNotes = {
     requestId: 'as-sent',
+    bookingId: 'authz',
     identityMismatch: false,
     modelFrom: 'unknown',
     modelDiffers: false,
@@ -145,9 +178,11 @@ export class MeterSession {
     oversizedEvents: 0,
     anomalies: this.usage.anomalies,
     forcedUsage: null,
+    refusedBecause: null,
     trace: null,
     endpointKind: null,
     requestedModel: null,
+    ownedResponse: null,
   };
   private outcome: Promise<MeterOutcome> | null = null;
 
@@ -242,14 +277,19 @@ export class MeterSession {
     this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
     const first = this.requestBodyChunks++ === 0;
     this.requestReader.write(body);
-    let changed: Buffer | null = null;
     const ep = this.endpoint!;
-    if (this.opts.forceUsage && first && eos && !observability && ep.family === 'openai' && (ep.kind === 'chat' || ep.kind === 'completions')) {
-      const f = forceIncludeUsage(body);
-      this.notes.forcedUsage = f.kind;
-      if (f.kind === 'changed') changed = replaceRequestBodyResponse(f.body);
-    }
-    return changed;
+    if (!this.opts.forceUsage || observability || ep.family !== 'openai' || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
+    // usage cannot be switched off: the body is rewritten to ask for it, or the request refused
+    const f = first && eos ? forceIncludeUsage(body) : ({ kind: 'refused', reason: 'in-parts' } as const);
+    this.notes.forcedUsage = f.kind;
+    if (f.kind === 'changed') return replaceRequestBodyResponse(f.body);
+    if (f.kind === 'unchanged') return null;
+    this.notes.refusedBecause = f.reason;
+    this.noBooking = 'usage-not-guaranteed';
+    this.stopReading();
+    const d = { allow: false as const, code: 'USAGE_NOT_GUARANTEED' as const, status: DENY_STATUS.USAGE_NOT_GUARANTEED, detail: refusedMessage(f) };
+    const r = denyResponse(ep.family, d, this.requestIdSent ?? '', { errorDomain: this.opts.errorDomain });
+    return immediateResponse(r.status, r.headers, r.body, `keygate: usage not guaranteed (${f.reason})`);
   }
 
   private responseHeaders(headers: string[], eos: boolean): void {
@@ -317,6 +357,14 @@ export class MeterSession {
     return this.outcome;
   }
 
+  /** The allow's booking id when the metadata forwarded one of keygate's form; else one minted for this stream. */
+  private bookingId(): string {
+    const b = this.metadata?.bookingId;
+    if (b !== undefined && BOOKING_ID_PATTERN.test(b)) return b;
+    this.notes.bookingId = 'minted';
+    return this.opts.newRequestId();
+  }
+
   private async finish(): Promise<MeterOutcome> {
     this.feed = null;
     if (this.decoder !== null) {
@@ -331,6 +379,18 @@ export class MeterSession {
     if (id === null) return { kind: 'none', reason: 'no-identity', notes };
     const ep = this.endpoint!;
     notes.cut = !this.responseEnded;
+    let bookingId: string | null = null;
+    if (ep.kind === 'responses') {
+      // OpenAI Responses (docs/metering.md, "Background and stored responses")
+      const rid = this.usage.responseId ?? ep.responseId ?? null;
+      const creating = ep.responseId === null || ep.responseId === undefined;
+      if (rid !== null && creating) notes.ownedResponse = { id: rid, account: id.accountId, keyId: id.keyId };
+      const status = this.usage.status;
+      // queued or running in the background, or read again before it ended: nothing to book or
+      // estimate yet; its terminal state, whichever request carries it, is booked
+      if (status !== null && PENDING_STATUS.has(status) && (this.usage.background || !creating)) return { kind: 'none', reason: 'not-terminal', notes };
+      if (rid !== null) bookingId = responseBookingId(rid);
+    }
     if (this.sse !== null) notes.oversizedEvents = this.sse.oversizedEvents;
     if (this.reader !== null) {
       if (this.reader.failed && notes.failure === null && this.sse === null) notes.failure = 'unreadable';
@@ -355,18 +415,16 @@ export class MeterSession {
     const asked = ep.pathModel ?? this.requestModel ?? this.metadata?.model ?? null;
     notes.requestedModel = asked;
     if (notes.modelFrom === 'response' && asked !== null && !stripGooglePrefix(model!).toLowerCase().startsWith(stripGooglePrefix(asked).toLowerCase())) notes.modelDiffers = true;
-    let requestId: string;
-    if (this.requestIdSent === undefined || this.requestIdSent === '') {
-      requestId = this.opts.newRequestId();
-      notes.requestId = 'generated';
-    } else {
+    let requestId = '';
+    if (this.requestIdSent === undefined || this.requestIdSent === '') notes.requestId = 'absent';
+    else {
       const b = bookingRequestId(this.requestIdSent);
       requestId = b.id;
       if (b.hashed) notes.requestId = 'hashed';
     }
     return {
       kind: 'booking',
-      booking: { request_id: requestId, key_id: id.keyId, account: id.accountId, model, family: ep.family, ...counts },
+      booking: { booking_id: bookingId ?? this.bookingId(), request_id: requestId, key_id: id.keyId, account: id.accountId, model, family: ep.family, ...counts },
       notes,
     };
   }

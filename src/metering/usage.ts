@@ -28,15 +28,30 @@ import type { Family } from '../core/family.ts';
 import { pathOnly } from '../core/family.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { MAX_TOKEN_COUNT } from '../schema/money.ts';
-import { arr, byModality, count, DEEP_TEXT, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { arr, byModality, count, DEEP_TEXT, flag, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { OWNED_ID_PATTERN } from '../schema/owned.ts';
 
-export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
+/**
+ * The usage readers, by name (the endpoint catalog names the reader of each metered path):
+ * `chat`, `completions`, `embeddings`, `responses` (OpenAI), `images` (OpenAI image generation and
+ * edits), `audio` (OpenAI audio transcription and translation with token usage), `messages`
+ * (Anthropic), `generate`, `stream-generate` (Google).
+ */
+export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';
+
+/** Every usage reader's name (`EndpointKind`). */
+export const USAGE_READERS: readonly EndpointKind[] = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'messages', 'generate', 'stream-generate'];
 
 export interface MeteredEndpoint {
   readonly family: Family;
   readonly kind: EndpointKind;
   /** The model named in the path (Google), else null. */
   readonly pathModel: string | null;
+  /**
+   * OpenAI Responses: the response id in the path (`GET /responses/{id}`, `POST /responses/{id}/cancel`:
+   * a stored or background response read again), else null (`POST /responses` creates one).
+   */
+  readonly responseId?: string | null;
 }
 
 // number slots
@@ -52,14 +67,25 @@ export const IMAGE_IN = 8;
 export const IMAGE_OUT = 9;
 export const TOOL_USE = 10;
 export const WEB_SEARCH = 11;
-/** Number slots read (12 is the reader's modality scratch slot). */
+/** Number slots folded into a response's usage (slots 0-11). */
 const NUMBER_SLOTS = 12;
+/** OpenAI Responses: the response's `background` flag (1: true); read, not folded. */
+export const BACKGROUND = 12;
+/** OpenAI images: the text part of the input (`IN` is the whole, `IMAGE_IN` the image part); read, not folded. */
+export const TEXT_IN = 13;
+// (14 is the reader's modality scratch slot)
 // string slots
 export const MODEL = 0;
 export const TYPE = 1;
 export const SERVICE_TIER = 2;
+/** OpenAI Responses: the response's `id` and `status`. */
+export const ID = 3;
+export const STATUS = 4;
+// (5 is the reader's modality scratch string slot)
 
 const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+/** A stored or background response read again: `GET …/responses/{id}` (JSON or `stream=true`), `POST …/responses/{id}/cancel`. */
+const RESPONSE_PATH = /\/responses\/([^/]+)(?:\/cancel)?$/;
 
 /** The metered endpoint of a request path, or null (not metered). */
 export function meteredEndpoint(path: string): MeteredEndpoint | null {
@@ -67,7 +93,11 @@ export function meteredEndpoint(path: string): MeteredEndpoint | null {
   if (p.endsWith('/chat/completions')) return { family: 'openai', kind: 'chat', pathModel: null };
   if (p.endsWith('/completions')) return { family: 'openai', kind: 'completions', pathModel: null };
   if (p.endsWith('/embeddings')) return { family: 'openai', kind: 'embeddings', pathModel: null };
-  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null };
+  if (p.endsWith('/images/generations') || p.endsWith('/images/edits')) return { family: 'openai', kind: 'images', pathModel: null };
+  if (p.endsWith('/audio/transcriptions') || p.endsWith('/audio/translations')) return { family: 'openai', kind: 'audio', pathModel: null };
+  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null, responseId: null };
+  const r = RESPONSE_PATH.exec(p);
+  if (r && r[1] !== 'input_tokens' && OWNED_ID_PATTERN.test(r[1]!)) return { family: 'openai', kind: 'responses', pathModel: null, responseId: r[1]! };
   if (p.endsWith('/messages')) return { family: 'anthropic', kind: 'messages', pathModel: null };
   const m = MODEL_PATH.exec(p);
   if (m) {
@@ -109,13 +139,41 @@ const responsesUsage = obj({
 const responsesOutput = arr(obj({ content: arr(obj({ text: TEXT, refusal: TEXT })), arguments: TEXT, summary: arr(obj({ text: TEXT })) }));
 const OPENAI_RESPONSES = obj({
   type: str(TYPE),
+  id: str(ID),
+  status: str(STATUS),
+  background: flag(BACKGROUND),
   model: str(MODEL),
   service_tier: str(SERVICE_TIER),
   usage: responsesUsage,
   output: responsesOutput,
   // streamed: every event's `response` (its usage counts only in the final events), text deltas
-  response: obj({ model: str(MODEL), service_tier: str(SERVICE_TIER), usage: responsesUsage }),
+  response: obj({ id: str(ID), status: str(STATUS), background: flag(BACKGROUND), model: str(MODEL), service_tier: str(SERVICE_TIER), usage: responsesUsage }),
   delta: TEXT,
+});
+
+/**
+ * OpenAI images (`/images/generations`, `/images/edits`): JSON `usage`, or streamed (`stream: true`)
+ * the `image_generation.completed` / `image_edit.completed` event's `usage`. The image data
+ * (`b64_json`, megabytes) is skipped unread.
+ */
+const OPENAI_IMAGES = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT), input_tokens_details: obj({ text_tokens: count(TEXT_IN), image_tokens: count(IMAGE_IN) }) }),
+});
+
+/**
+ * OpenAI audio transcription and translation: JSON `{text, usage}` where the model bills by token
+ * (`usage.type: "tokens"`: `input_tokens`, `output_tokens`); streamed, the `transcript.text.done`
+ * event's `usage` (text from `transcript.text.delta`). A `usage` by duration carries no tokens: the
+ * output is then estimated from the text.
+ */
+const OPENAI_AUDIO = obj({
+  type: str(TYPE),
+  model: str(MODEL),
+  text: TEXT,
+  delta: TEXT,
+  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT) }),
 });
 
 const anthropicUsage = obj({
@@ -171,6 +229,10 @@ export function responseSchema(kind: EndpointKind): JsonNode {
       return OPENAI_EMBEDDINGS;
     case 'responses':
       return OPENAI_RESPONSES;
+    case 'images':
+      return OPENAI_IMAGES;
+    case 'audio':
+      return OPENAI_AUDIO;
     case 'messages':
       return ANTHROPIC;
     case 'generate':
@@ -206,6 +268,10 @@ export class UsageState {
   model: string | null = null;
   /** Code points of generated text. */
   text = 0;
+  /** OpenAI Responses: the response's id (the first one read), its latest status, and whether it runs in the background. */
+  responseId: string | null = null;
+  status: string | null = null;
+  background = false;
   readonly anomalies: Anomalies = noAnomalies();
 
   take(r: RecordView, slots: readonly number[]): void {
@@ -238,12 +304,22 @@ export function isPlainModel(m: string): boolean {
   return PRICE_MODEL_PATTERN.test(m);
 }
 
+/** The states of an OpenAI response after which nothing more is served (its usage is final). */
+export const TERMINAL_STATUS: ReadonlySet<string> = new Set(['completed', 'incomplete', 'failed', 'cancelled']);
+/** The states of a response still being served (queued or running in the background). */
+export const PENDING_STATUS: ReadonlySet<string> = new Set(['queued', 'in_progress']);
+
 /** Folds one record of a response of `kind` into `u`. */
 export function foldRecord(kind: EndpointKind, r: RecordView, u: UsageState): void {
   u.takeModel(r);
   const type = r.strings[TYPE];
   switch (kind) {
     case 'responses': {
+      const id = r.strings[ID];
+      if (id !== null && id !== undefined && u.responseId === null && OWNED_ID_PATTERN.test(id)) u.responseId = id;
+      const status = r.strings[STATUS];
+      if (status !== null && status !== undefined) u.status = status;
+      if (r.countState[BACKGROUND] === SEEN && r.counts[BACKGROUND] === 1) u.background = true;
       if (type === null || type === undefined) {
         u.take(r, ALL); // a whole (non-streamed) response
         u.text += r.text;
@@ -267,6 +343,12 @@ export function foldRecord(kind: EndpointKind, r: RecordView, u: UsageState): vo
         if (r.countState[OUT] === SEEN) u.outputProvisional = false;
       }
       u.text += r.text;
+      return;
+    }
+    case 'audio': {
+      u.take(r, ALL);
+      // streamed, the deltas are the text (the done event repeats it whole)
+      if (type !== 'transcript.text.done') u.text += r.text;
       return;
     }
     default:

@@ -17,6 +17,16 @@ import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
 import { priceCatalog } from '../prices/index.ts';
+import { OWNED_TTL_SECONDS } from '../schema/owned.ts';
+import { RECORD_OWNED } from '../schema/owned-scripts.ts';
+import type { RedisClient } from '../store/redis.ts';
+
+/** Records an owned provider object (an OpenAI background or stored response) on the metering connection. */
+export function ownedRecorder(redis: RedisClient, s: Schema): (o: { provider: string; id: string; account: string; keyId: string }) => Promise<void> {
+  return async (o) => {
+    await redis.eval(RECORD_OWNED, 1, s.owned(o.provider, o.id), o.account, String(Date.now()), o.keyId, String(OWNED_TTL_SECONDS));
+  };
+}
 
 /**
  * The price table now: the cached record; when the store cannot answer, the last table read (a
@@ -85,8 +95,9 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
     accountMultiplier: accountMultiplierSource(store),
     metrics: mm,
     log,
-    options: { ...DEFAULT_METER_OPTIONS, forceUsage: config.meterForceUsage, keyIdHeader: config.keyIdHeader, accountHeader: config.accountHeader },
+    options: { ...DEFAULT_METER_OPTIONS, forceUsage: config.meterForceUsage, keyIdHeader: config.keyIdHeader, accountHeader: config.accountHeader, errorDomain: config.errorDomain },
     limits: { maxStreams: config.meterMaxStreams, maxStreamMs: config.meterMaxStreamMs },
+    recordOwned: ownedRecorder(redis, s),
   });
   return meter;
 }

@@ -186,7 +186,9 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  *   not given), 9 output tokens, 10 account (events), 11 cached input tokens, 12 cache write
  *   tokens, 13 reasoning tokens, 14 source (`meter` | `record`; '' = record), 15 estimated ('1' |
  *   ''), 16 unpriced ('1' | ''), 17 price (the basis of the amount, JSON text; '' = none: the entry
- *   then has no `price` field).
+ *   then has no `price` field), 18 the log's request id label (metering: Envoy's x-request-id;
+ *   absent or '' = ARGV 3). The record is idempotent on ARGV 3 (metering: keygate's booking id),
+ *   which the log entry carries as `booking_id`; its `req` is the label.
  * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/events/lua.ts).
  * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
  * or output count is given (tokens = input + output).
@@ -276,7 +278,8 @@ do
   end
 end
 -- ── end key days ──
-local entry = {'key', ARGV[1], 'req', ARGV[3], 'amount', ARGV[2]}
+local label = ARGV[18] ~= nil and ARGV[18] ~= '' and ARGV[18] or ARGV[3]
+local entry = {'key', ARGV[1], 'req', label, 'amount', ARGV[2], 'booking_id', ARGV[3]}
 local function opt(name, v) if v ~= nil and v ~= '' then table.insert(entry, name); table.insert(entry, v) end end
 opt('model', ARGV[7])
 opt('in', ARGV[8])

@@ -302,7 +302,8 @@ export function parseKeyUse(hash: Record<string, string>, nowMs: number): KeyUse
 }
 
 /**
- * One usage-log entry (stream fields `key`, `req`, `amount`, `model`?, `in`?, `out`?, `cached_in`?,
+ * One usage-log entry (stream fields `key`, `req` (the request id label), `amount`, `booking_id`
+ * (the id it is idempotent on; absent in entries written before it), `model`?, `in`?, `out`?, `cached_in`?,
  * `cache_write`?, `reasoning`?, `src`? (`meter` | `record`; absent = record), `est`? and
  * `unpriced`? (`1` when set), `price`? (why this price: JSON text, src/prices/basis.ts)).
  */
@@ -313,6 +314,8 @@ export interface UsageEntry {
   readonly account: string;
   readonly keyId: string;
   readonly requestId: string;
+  /** The id the entry was booked under (metering: keygate's booking id; a usage record: its request id). */
+  readonly bookingId: string;
   readonly amountMicros: number;
   readonly model: string | null;
   readonly inputTokens: number | null;
@@ -351,6 +354,7 @@ export function parseUsageEntry(account: string, id: string, flat: readonly stri
     account,
     keyId: f.key ?? '',
     requestId: f.req ?? '',
+    bookingId: f.booking_id ?? f.req ?? '',
     amountMicros: Number(f.amount ?? 0),
     model: f.model || null,
     inputTokens: num(f.in),

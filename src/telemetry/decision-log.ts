@@ -43,6 +43,8 @@ export function denyRule(d: Deny): string {
     case 'AUTH_UNAVAILABLE':
       if (d.gatewayProblem !== undefined) return 'gateway problem (see the gateway-problem log)';
       return d.keyId !== undefined ? 'account or gate record unreadable, or store unavailable' : 'key store unavailable';
+    case 'USAGE_NOT_GUARANTEED':
+      return 'a streamed request whose body keygate cannot make ask for usage';
   }
 }
 

@@ -9,7 +9,7 @@ import type { Family } from '../core/family.ts';
 import type { Booking } from '../metering/session.ts';
 
 /** The kind of generation call a metered endpoint is (the GenAI `gen_ai.operation.name` follows from it). */
-export type MeteredOperation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream-generate';
+export type MeteredOperation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';
 
 /** One booked response: ids, tokens and price, never key material. */
 export interface MeteredResponse {

@@ -9,7 +9,7 @@ export const UNBOOKED_REASONS = ['overload', 'no-identity', 'no-response-headers
 export type UnbookedReason = (typeof UNBOOKED_REASONS)[number];
 
 /** Metering failures: reading a response (the first seven), a booking write (flush), a bug (internal). */
-export const FAILURE_KINDS = ['corrupt', 'truncated', 'too-large', 'backlog', 'unsupported-encoding', 'unreadable', 'undecodable-message', 'flush', 'internal'] as const;
+export const FAILURE_KINDS = ['corrupt', 'truncated', 'too-large', 'backlog', 'unsupported-encoding', 'unreadable', 'undecodable-message', 'flush', 'owned', 'internal'] as const;
 
 export const TOKEN_DIRECTIONS = ['input', 'cached_input', 'cache_write', 'output', 'reasoning'] as const;
 
@@ -71,7 +71,7 @@ export class MeteringMetrics {
     for (const k of FAILURE_KINDS) this.failures.inc({ kind: k }, 0);
     this.anomalies = new Counter({
       name: 'keygate_metering_anomalies_total',
-      help: 'Oddities in metered responses: bad-counts, bad-model, clamped, model-differs, identity-mismatch, oversized-events, estimated, cut, generated-request-id, cost-clamped.',
+      help: 'Oddities in metered responses: bad-counts, bad-model, clamped, model-differs, identity-mismatch, oversized-events, estimated, cut, missing-booking-id (no booking_id forwarded: booked under an id minted per stream), cost-clamped.',
       labelNames: ['kind'] as const,
       registers,
     });

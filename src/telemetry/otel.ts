@@ -67,6 +67,9 @@ const OPERATION: Record<MeteredOperation, string> = {
   embeddings: 'embeddings',
   generate: 'generate_content',
   'stream-generate': 'generate_content',
+  // no predefined GenAI operation for these: the generic multimodal one
+  images: 'generate_content',
+  audio: 'generate_content',
 };
 
 /** The parent context of a `traceparent` (and `tracestate`) header, or null when absent or invalid. */

@@ -18,7 +18,7 @@ export interface MeteredExchange {
   readonly requestHeaders?: Record<string, string>;
   readonly requestId?: string;
   /** Forwarded as `metadata_context.filter_metadata["envoy.filters.http.ext_authz"]`. */
-  readonly identity?: { keyId: string; accountId: string; model?: string };
+  readonly identity?: { keyId: string; accountId: string; model?: string; bookingId?: string };
   /** Sent whole (BUFFERED) when given. */
   readonly requestBody?: string | Buffer;
   readonly status?: number;
@@ -46,7 +46,8 @@ export class ExtProcClient {
   readonly #client: grpc.Client & { Process(): grpc.ClientDuplexStream<unknown, Record<string, unknown>> };
 
   constructor(address: string) {
-    this.#client = new Processor(address, grpc.credentials.createInsecure()) as never;
+    // Envoy takes an answer of any size (a rewritten request body may pass grpc-js's 4 MiB default)
+    this.#client = new Processor(address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc.max_send_message_length': 64 * 1024 * 1024 }) as never;
   }
 
   close(): void {
@@ -81,7 +82,7 @@ export class ExtProcClient {
           metadata_context: {
             filter_metadata: {
               'envoy.filters.http.ext_authz': {
-                fields: { key_id: str(x.identity.keyId), account_id: str(x.identity.accountId), ...(x.identity.model ? { model: str(x.identity.model) } : {}) },
+                fields: { key_id: str(x.identity.keyId), account_id: str(x.identity.accountId), ...(x.identity.model ? { model: str(x.identity.model) } : {}), ...(x.identity.bookingId ? { booking_id: str(x.identity.bookingId) } : {}) },
               },
             },
           },

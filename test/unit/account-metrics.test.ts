@@ -68,7 +68,7 @@ describe('AccountMetrics', () => {
     const reg = new Registry();
     const am = new AccountMetrics(reg, 10);
     const m = meteredResponseOf(
-      { request_id: 'req-1', key_id: 'key_1', account: 'a1', model: 'claude-x', family: 'anthropic', input_tokens: 130, cached_input_tokens: 100, cache_write_tokens: 10, output_tokens: 9, reasoning_tokens: 0, estimated: false },
+      { booking_id: 'req-1', request_id: 'req-1', key_id: 'key_1', account: 'a1', model: 'claude-x', family: 'anthropic', input_tokens: 130, cached_input_tokens: 100, cache_write_tokens: 10, output_tokens: 9, reasoning_tokens: 0, estimated: false },
       { operation: 'messages', requestModel: 'claude-x-latest', costMicros: 321, startedAtMs: 1, endedAtMs: 2 },
     );
     expect(m).toMatchObject({ requestId: 'req-1', accountId: 'a1', keyId: 'key_1', family: 'anthropic', responseModel: 'claude-x', requestModel: 'claude-x-latest', inputTokens: 130, outputTokens: 9, costMicros: 321 });

@@ -10,6 +10,8 @@ import { allowKey, allowParts, allowResponse, checkResponse } from '../../src/tr
 import { CheckAnswers } from '../../src/transport/envoy/services/check-answer.ts';
 import { checkResponseFields, frameMessage } from '../../src/transport/grpc/codec.ts';
 import type { ResponseOptions } from '../../src/transport/response-options.ts';
+import { PLACEHOLDER_BOOKING_ID } from '../../src/transport/booking-id.ts';
+import { BOOKING_ID_PATTERN } from '../../src/schema/booking.ts';
 
 const OPTS: ResponseOptions = { accountHeader: 'x-account', keyIdHeader: 'x-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
 const text = fc.oneof(fc.constantFrom('', 'a', 'a;', '1:a;', 'null', '-;', 'acct\n1'), fc.string({ maxLength: 12 }));
@@ -59,7 +61,9 @@ describe('allow responses and their cache key', () => {
         ],
         headers_to_remove: ['authorization', 'x-api-key', 'x-goog-api-key'],
       },
-      dynamic_metadata: { fields: { account_id: { stringValue: 'acct' }, key_id: { stringValue: 'key_1' }, model: { stringValue: 'openai/gpt-4o' } } },
+      dynamic_metadata: {
+        fields: { account_id: { stringValue: 'acct' }, key_id: { stringValue: 'key_1' }, model: { stringValue: 'openai/gpt-4o' }, booking_id: { stringValue: PLACEHOLDER_BOOKING_ID } },
+      },
     });
     expect(allowResponse({ accountId: 'a', keyId: 'k', model: null }, { ...OPTS, stripKeyHeaders: false }).ok_response!.headers_to_remove).toEqual([]);
   });
@@ -72,7 +76,10 @@ describe('CheckAnswers: the kept and assembled answers are the bytes the generic
     limit: fc.option(fc.record({ count: fc.integer({ min: 1, max: 1_000_000_000 }), per: fc.constantFrom('second' as const, 'minute' as const, 'hour' as const, 'day' as const) }), { nil: null }),
   });
   const outcomeOf = (d: Allow): CheckOutcome => ({ decision: d, family: 'openai', requestId: 'req-1' });
-  const expected = (o: CheckOutcome) => frameMessage(checkResponseFields(checkResponse(o, OPTS)));
+  /** The booking id an answer carries (its last bytes). */
+  const idOf = (f: Buffer) => f.subarray(f.length - PLACEHOLDER_BOOKING_ID.length).toString('latin1');
+  /** What the generic encoder writes for `o` with the booking id `frame` carries. */
+  const expected = (o: CheckOutcome, frame: Buffer) => frameMessage(checkResponseFields(checkResponse(o, OPTS, idOf(frame))));
 
   it('a rated allow (headers change per request), the same grant many times and many grants', () => {
     const answers = new CheckAnswers(OPTS);
@@ -81,7 +88,8 @@ describe('CheckAnswers: the kept and assembled answers are the bytes the generic
         // the same parts twice with different headers: the second is assembled from what the first kept
         for (const r of [r1, r2]) {
           const o = outcomeOf({ ...a, rate: r });
-          expect(answers.frame(o).equals(expected(o))).toBe(true);
+          const f = answers.frame(o);
+          expect(f.equals(expected(o, f))).toBe(true);
         }
       }),
       { numRuns: 3000 },
@@ -94,10 +102,18 @@ describe('CheckAnswers: the kept and assembled answers are the bytes the generic
     const d = allowOf(grant, null);
     expect(allowOf(grant, null)).toBe(d);
     expect(Object.isFrozen(d)).toBe(true);
-    for (let i = 0; i < 3; i++) expect(answers.frame(outcomeOf(d)).equals(expected(outcomeOf(d)))).toBe(true);
+    const ids = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const f = answers.frame(outcomeOf(d));
+      expect(f.equals(expected(outcomeOf(d), f))).toBe(true);
+      expect(idOf(f)).toMatch(BOOKING_ID_PATTERN);
+      ids.add(idOf(f));
+    }
+    expect(ids.size).toBe(3); // every allow its own booking id, the kept answer never changed
     const m = allowOf(grant, 'openai/gpt-4o');
     expect(m).not.toBe(allowOf(grant, 'openai/gpt-4o'));
-    expect(answers.frame(outcomeOf(m)).equals(expected(outcomeOf(m)))).toBe(true);
+    const fm = answers.frame(outcomeOf(m));
+    expect(fm.equals(expected(outcomeOf(m), fm))).toBe(true);
     expect(answers.ratedBuilt).toBe(0);
   });
 });

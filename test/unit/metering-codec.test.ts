@@ -73,6 +73,16 @@ describe('ProcessingRequest decoding', () => {
     expect(none.phase).toBeNull();
   });
 
+  it('the booking id, under booking_id (gRPC Check) or x-keygate-booking-id (HTTP authz); Envoy Gateway\'s per-policy ext_authz namespace is read too', () => {
+    const id = `kb:${'0a'.repeat(16)}`;
+    expect(decodeProcessingRequest(encodeUpstream({ response_body: { body: Buffer.from('x') }, metadata_context: authzMeta({ booking_id: { stringValue: id } }) })).metadata).toEqual({ bookingId: id });
+    expect(decodeProcessingRequest(encodeUpstream({ response_body: { body: Buffer.from('x') }, metadata_context: authzMeta({ 'x-keygate-booking-id': { stringValue: id } }) })).metadata).toEqual({ bookingId: id });
+    const eg = { filter_metadata: { 'envoy.filters.http.ext_authz/securitypolicy/llm/keygate': { fields: { key_id: { stringValue: 'k1' }, account_id: { stringValue: 'a1' }, booking_id: { stringValue: id } } } } };
+    expect(decodeProcessingRequest(encodeUpstream({ response_body: { body: Buffer.from('x') }, metadata_context: eg })).metadata).toEqual({ keyId: 'k1', accountId: 'a1', bookingId: id });
+    const lookalike = { filter_metadata: { 'envoy.filters.http.ext_authzX': { fields: { key_id: { stringValue: 'k1' } } } } };
+    expect(decodeProcessingRequest(encodeUpstream({ response_body: { body: Buffer.from('x') }, metadata_context: lookalike })).metadata).toBeNull();
+  });
+
   it('a metadata value of another kind is not a string; the other namespaces are ignored', () => {
     const r = decodeProcessingRequest(encodeUpstream({ response_body: { body: Buffer.from('x') }, metadata_context: authzMeta({ key_id: { numberValue: 5 }, account_id: { boolValue: true } }) }));
     expect(r.metadata).toEqual({});

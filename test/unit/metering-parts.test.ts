@@ -124,7 +124,7 @@ describe('asking for usage: the body splice', () => {
     [' { "stream" : true , "stream_options" : { } } ', ' { "stream" : true , "stream_options" : {"include_usage":true } } '],
     ['{"stream":true,"stream_options":{"x":1}}', '{"stream":true,"stream_options":{"include_usage":true,"x":1}}'],
     ['{"stream":true,"stream_options":{"include_usage":false}}', '{"stream":true,"stream_options":{"include_usage":true}}'],
-    ['{"stream":true,"stream_options":{"include_usage":false,"include_usage":null}}', '{"stream":true,"stream_options":{"include_usage":false,"include_usage":true}}'],
+    ['{"stream":true,"stream_options":{"include_usage":false,"include_usage":null}}', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":true}}'],
     ['{"stream":true,"stream_options":null}', '{"stream":true,"stream_options":{"include_usage":true}}'],
     ['{"stream":true,"seed":123456789012345678901234567890,"m":"é\\"}"}', '{"stream_options":{"include_usage":true},"stream":true,"seed":123456789012345678901234567890,"m":"é\\"}"}'],
   ])('%s', (input, want) => {
@@ -133,13 +133,13 @@ describe('asking for usage: the body splice', () => {
     expect(JSON.parse(out).stream_options.include_usage).toBe(true);
   });
 
-  it('left alone: not streamed, already set, not JSON, not an object, stream_options twice', () => {
+  it('left alone: not streamed, already set; refused: not JSON, not an object, stream_options twice', () => {
     expect(forceIncludeUsage(Buffer.from('{"stream":false}'))).toEqual({ kind: 'unchanged', reason: 'not-streamed' });
     expect(forceIncludeUsage(Buffer.from('{"stream":true,"stream_options":{"include_usage":true}}'))).toEqual({ kind: 'unchanged', reason: 'already-set' });
     expect(forceIncludeUsage(Buffer.from('{"stream":true'))).toEqual({ kind: 'refused', reason: 'invalid-json' });
     expect(forceIncludeUsage(Buffer.from([0x7b, 0xff, 0x7d]))).toEqual({ kind: 'refused', reason: 'invalid-json' });
     expect(forceIncludeUsage(Buffer.from('[true]'))).toEqual({ kind: 'refused', reason: 'not-object' });
-    expect(forceIncludeUsage(Buffer.from('{"stream":true,"stream_options":{},"stream_options":{}}'))).toEqual({ kind: 'refused', reason: 'duplicate-key' });
+    expect(forceIncludeUsage(Buffer.from('{"stream":true,"stream_options":{},"stream_options":{}}'))).toEqual({ kind: 'refused', reason: 'duplicate-key', key: 'stream_options' });
   });
 
   it('random bodies: JSON.parse of the result equals the input with include_usage set', () => {

@@ -47,7 +47,7 @@ describe('identity and request ids', () => {
     expect(outcome).toMatchObject({ kind: 'none', reason: 'not-metered' });
   });
 
-  it('request ids: as sent when a usage-record id, else h: + SHA-256 hex; absent: generated and noted', async () => {
+  it('request id labels: as sent when a usage-record id, else h: + SHA-256 hex; absent: empty; no booking id forwarded: one minted per stream, noted', async () => {
     expect(bookingRequestId('0f5e-11ab')).toEqual({ id: '0f5e-11ab', hashed: false });
     const odd = 'id with spaces and ünïcode';
     expect(bookingRequestId(odd)).toEqual({ id: `h:${createHash('sha256').update(odd).digest('hex')}`, hashed: true });
@@ -58,7 +58,7 @@ describe('identity and request ids', () => {
     s.handle({ ...base, phase: 'response_headers', headers: [':status', '200', 'content-type', 'application/json'] });
     s.handle({ ...base, phase: 'response_body', headers: null, body: fixture('openai-embeddings.json'), endOfStream: true });
     const o = await s.end();
-    expect(o.kind === 'booking' && [o.booking.request_id, o.notes.requestId]).toEqual(['m:generated-1', 'generated']);
+    expect(o.kind === 'booking' && [o.booking.booking_id, o.booking.request_id, o.notes.requestId, o.notes.bookingId]).toEqual(['m:generated-1', '', 'absent', 'minted']);
   });
 });
 

@@ -10,6 +10,8 @@ import { totalLimitMetadata } from '../../core/rate.ts';
 import { denyResponse } from '../../core/deny-response.ts';
 import type { ResponseOptions } from '../response-options.ts';
 import { GrpcStatus } from './grpc.ts';
+import { BOOKING_ID_FIELD } from '../../schema/booking.ts';
+import { PLACEHOLDER_BOOKING_ID } from '../booking-id.ts';
 
 /** The parts of AttributeContext.HttpRequest keygate reads. */
 interface HttpRequestMsg {
@@ -156,7 +158,12 @@ export function allowKey(p: AllowParts): string {
   return k;
 }
 
-export function allowResponse(p: AllowParts, opts: ResponseOptions, rate: AllowRate | null = null): CheckResponse {
+/**
+ * The allow's CheckResponse. Its dynamic metadata ends with `booking_id` (the last Struct entry of
+ * the last field: the id is the answer's last bytes, which `CheckAnswers` replaces per request in
+ * kept bytes); `bookingId` defaults to the placeholder those kept bytes carry.
+ */
+export function allowResponse(p: AllowParts, opts: ResponseOptions, rate: AllowRate | null = null, bookingId: string = PLACEHOLDER_BOOKING_ID): CheckResponse {
   const fields: Record<string, MetadataValue> = { account_id: { stringValue: p.accountId }, key_id: { stringValue: p.keyId } };
   if (p.model !== null) fields.model = { stringValue: p.model };
   const ok: { headers: HeaderValueOption[]; headers_to_remove: readonly string[]; response_headers_to_add?: HeaderValueOption[] } = {
@@ -172,6 +179,7 @@ export function allowResponse(p: AllowParts, opts: ResponseOptions, rate: AllowR
       fields.total_limit = { structValue: { fields: { requests_per_unit: { numberValue: t.requests_per_unit }, unit: { stringValue: t.unit } } } };
     }
   }
+  fields[BOOKING_ID_FIELD] = { stringValue: bookingId }; // last (see above)
   return { status: { code: GrpcStatus.OK }, ok_response: ok, dynamic_metadata: { fields } };
 }
 
@@ -181,9 +189,9 @@ export function denyRpcCode(httpStatus: number): number {
   return httpStatus === 401 ? GrpcStatus.UNAUTHENTICATED : httpStatus === 503 ? GrpcStatus.UNAVAILABLE : GrpcStatus.PERMISSION_DENIED;
 }
 
-export function checkResponse(outcome: CheckOutcome, opts: ResponseOptions): CheckResponse {
+export function checkResponse(outcome: CheckOutcome, opts: ResponseOptions, bookingId?: string): CheckResponse {
   const d = outcome.decision;
-  if (d.allow) return allowResponse(allowParts(d), opts, d.rate ?? null);
+  if (d.allow) return allowResponse(allowParts(d), opts, d.rate ?? null, bookingId);
   const r = denyResponse(outcome.family, d, outcome.requestId, opts);
   return {
     status: { code: denyRpcCode(d.status), message: d.code },

@@ -31,7 +31,8 @@ export const GrpcStatus = {
 export const GRPC_SERVER_LIMITS = {
   /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS per connection. */
   maxConcurrentStreams: 1000,
-  maxSendBytes: 1024 * 1024,
+  /** The largest answer: an ext_proc request body rewritten to ask for usage (at most 16 MiB plus the inserted bytes). */
+  maxSendBytes: 17 * 1024 * 1024,
   /** Client pings closer together than this without data are refused (keepalive abuse). */
   minPingIntervalWithoutDataMs: 5000,
   /** node:http2's cap on one connection's HTTP/2 state (frames queued, header tables), in MiB; past it new streams are refused. */

@@ -28,7 +28,7 @@ import type { MessagePool } from './message-pool.ts';
 
 type Stream = http2.ServerHttp2Stream;
 
-/** Bytes a call may have sent that its client has not taken yet (HTTP/2 flow control), before it is cancelled. */
+/** Bytes a call may have sent that its client has not taken yet (HTTP/2 flow control) before its next answer, before it is cancelled. */
 const SEND_BUFFER_MAX = 4 * 1024 * 1024;
 
 /** Request bytes reserved (declared lengths of messages being received). */
@@ -154,7 +154,9 @@ export class H2Call implements Call {
     }
     if (!stream.headersSent) stream.respond(HEADERS, WAIT_FOR_TRAILERS);
     const more = stream.write(frame);
-    if (!more && stream.writableLength > SEND_BUFFER_MAX) {
+    // the bound is on what the client has not taken before this frame: one answer larger than it
+    // (an ext_proc request body rewritten to ask for usage, up to 16 MiB) is still sent whole
+    if (!more && stream.writableLength - frame.length > SEND_BUFFER_MAX) {
       this.#cancel();
       return false;
     }

@@ -1,9 +1,11 @@
 /**
  * HTTP external authorization, response side: a decision → status, headers, body.
  *
- * - Allow: 200, empty body, the identity headers for the proxy to copy upstream, and
+ * - Allow: 200, empty body, the identity headers for the proxy to copy upstream,
  *   `x-envoy-auth-headers-to-remove` naming the key headers (Envoy `http_service` honours it;
- *   other proxies strip them in their own config).
+ *   other proxies strip them in their own config), and the request's booking id in
+ *   `x-keygate-booking-id` for the proxy to hand to metering (Envoy: `dynamic_metadata_from_headers`;
+ *   docs/metering.md, "Which key, which booking id").
  * - Deny (modes `envoy`, `forward`): the status, headers and body of a deny (`src/core/deny-response.ts`), for the proxy to copy
  *   to the client as they are.
  * - Deny (mode `nginx`): nginx `auth_request` passes only 401 and 403 and drops the body, so the
@@ -16,6 +18,8 @@ import { KEY_HEADERS } from '../../core/credentials.ts';
 import { denyResponse } from '../../core/deny-response.ts';
 import type { ResponseOptions } from '../response-options.ts';
 import type { AuthzMode } from './authz-request.ts';
+import { BOOKING_ID_HEADER } from '../../schema/booking.ts';
+import { nextBookingId } from '../booking-id.ts';
 
 export interface AuthzResponse {
   readonly status: number;
@@ -44,6 +48,7 @@ export function authzResponse(outcome: CheckOutcome, mode: AuthzMode, opts: Resp
       [opts.keyIdHeader, d.keyId],
       ['x-request-id', outcome.requestId],
       ['cache-control', 'no-store'],
+      [BOOKING_ID_HEADER, nextBookingId()],
     ];
     // The account's own credential (SPEC 18) in place of the gateway's; it is then not among the removed headers.
     if (d.upstream !== undefined) headers.push([d.upstream.header, d.upstream.value]);

@@ -12,6 +12,8 @@ import { checkResponseFields, encodeMessage, frameMessage, headerOptions, type F
 import { DenyFrames } from '../../grpc/deny-frames.ts';
 import type { ResponseOptions } from '../../response-options.ts';
 import { allowKey, allowParts, allowResponse, checkResponse, overwrite, type AllowParts } from '../check.ts';
+import { BOOKING_ID_HEX } from '../../../schema/booking.ts';
+import { PLACEHOLDER_BOOKING_ID, writeBookingHex } from '../../booking-id.ts';
 
 /** Encoded allow responses kept. */
 const ALLOW_FRAMES_MAX = 10_000;
@@ -35,10 +37,18 @@ export class CheckAnswers {
     this.#denyFrames = new DenyFrames((o) => frameMessage(checkResponseFields(checkResponse(o, opts))));
   }
 
-  /** The framed CheckResponse for `outcome` (shared bytes: never written to). */
+  /**
+   * The framed CheckResponse for `outcome` (a deny: shared bytes, never written to). An allow is a
+   * fresh copy of its kept bytes with a fresh booking id in its last bytes (`stamp`).
+   */
   frame(outcome: CheckOutcome): Buffer {
     const d = outcome.decision;
     if (!d.allow) return this.#denyFrames.frame(outcome, d);
+    return stamp(this.#allowFrame(d));
+  }
+
+  /** The allow's bytes with the placeholder booking id (kept: never written to). */
+  #allowFrame(d: Allow): Buffer {
     const known = this.#byAllow.get(d);
     if (known !== undefined) return known;
     const parts = allowParts(d);
@@ -53,6 +63,7 @@ export class CheckAnswers {
     let frame = this.#allowFrames.get(k);
     if (frame === undefined) {
       frame = frameMessage(checkResponseFields(allowResponse(parts, this.#opts)));
+      if (!endsWithPlaceholder(frame)) throw new Error('CheckAnswers: the booking id is not the last bytes of an allow');
       if (this.#allowFrames.size >= ALLOW_FRAMES_MAX) this.#allowFrames.clear();
       this.#allowFrames.set(k, frame);
     }
@@ -103,6 +114,24 @@ export class CheckAnswers {
       [4, t.meta],
     ]);
   }
+}
+
+const PLACEHOLDER = Buffer.from(PLACEHOLDER_BOOKING_ID, 'latin1');
+
+function endsWithPlaceholder(frame: Buffer): boolean {
+  return frame.length >= PLACEHOLDER.length && frame.subarray(frame.length - PLACEHOLDER.length).equals(PLACEHOLDER);
+}
+
+/**
+ * A copy of an allow's bytes with a fresh booking id: the dynamic metadata's last entry is
+ * `booking_id` and the metadata is the answer's last field, so the id's hex digits are the last
+ * `BOOKING_ID_HEX` bytes (same length for every id: no length in the frame changes).
+ */
+function stamp(frame: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(frame.length);
+  frame.copy(out);
+  writeBookingHex(out, out.length - BOOKING_ID_HEX);
+  return out;
 }
 
 /** The kept bytes of a rated allow: the status, ok_response's fields before the rate headers, the metadata. */
