@@ -131,7 +131,7 @@ describe('usage records', () => {
     expect(ex.status).toBe(200);
     expect(ex.body.more).toBe(false);
     expect(ex.body.entries).toEqual([
-      { id: expect.stringMatching(/^\d+-\d+$/), time: expect.any(String), account: a, key_id: k.body.id, request_id: 'req-1', amount_micros: 750_000, model: 'openai/gpt-4o', input_tokens: 12, output_tokens: 34, source: 'record', estimated: false, unpriced: false,
+      { id: expect.stringMatching(/^\d+-\d+$/), time: expect.any(String), account: a, key_id: k.body.id, request_id: 'req-1', booking_id: 'req-1', amount_micros: 750_000, model: 'openai/gpt-4o', input_tokens: 12, output_tokens: 34, source: 'record', estimated: false, unpriced: false,
         // issue 34: every entry says why its amount; a router's record was priced by the router
         price: { rule: 'recorded', model: 'openai/gpt-4o', source: 'record', catalog_version: null, tier: null, service_tier: null, multiplier: '1', parts: { recorded: '750000' } } },
     ]);

@@ -5,6 +5,7 @@
  * check, fail closed without the key or with an envelope of another account, the answer's headers
  * on both transports, the envelope's binding and a key rotation.
  */
+import { BOOKING_ID_HEX } from '../../src/schema/booking.ts';
 import { describe, expect, it } from 'vitest';
 import { allow, type Allow } from '../../src/core/decision.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, parseCredentialHeaders, parseCredentialMarker, credentialProblem } from '../../src/core/upstream-credential.ts';
@@ -149,7 +150,11 @@ describe('the answer', () => {
     const a = allow(grant, null, null, up);
     expect(allow(grant, null, null, up)).toBe(a);
     const f = answers.frame({ decision: a, family: 'openai', requestId: 'r' });
-    expect(answers.frame({ decision: a, family: 'openai', requestId: 'r' })).toBe(f);
+    // Each allow is a fresh copy of the kept bytes with its own booking id in the last BOOKING_ID_HEX bytes.
+    const f2 = answers.frame({ decision: a, family: 'openai', requestId: 'r' });
+    expect(f2).not.toBe(f);
+    expect(f2.subarray(0, f2.length - BOOKING_ID_HEX)).toEqual(f.subarray(0, f.length - BOOKING_ID_HEX));
+    expect(f2.subarray(f2.length - BOOKING_ID_HEX)).not.toEqual(f.subarray(f.length - BOOKING_ID_HEX));
     expect(f.includes(Buffer.from(SECRET))).toBe(true);
     // The same key's allow without the credential (removed) does not get those bytes.
     const plain = answers.frame({ decision: allow(grant, null), family: 'openai', requestId: 'r' });

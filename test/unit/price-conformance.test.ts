@@ -184,7 +184,8 @@ describe('price conformance: recorded responses × prices → micro-units', () =
       for (let i = 1; i < body.length; i++) {
         const { outcome } = await run({ path: c.path, contentType: c.type, chunks: splitAt(body, [i]) });
         if (outcome.kind !== 'booking') throw new Error(`${file} split at ${i}: no booking`);
-        expect(outcome.booking, `${file} split at ${i}`).toEqual(whole);
+        // the same booking but for its id: each metering stream without a forwarded booking id mints its own
+        expect({ ...outcome.booking, booking_id: null }, `${file} split at ${i}`).toEqual({ ...whole, booking_id: null });
       }
     }
   });
