@@ -7,6 +7,8 @@ export const DENY_STATUS = {
   USER_BLOCKED: 403,
   INSUFFICIENT_BALANCE: 402,
   KEY_LIMIT_EXCEEDED: 402,
+  ENDPOINT_NOT_ALLOWED: 403,
+  USAGE_NOT_GUARANTEED: 400,
   MODEL_NOT_ALLOWED: 403,
   RATE_LIMITED: 429,
   AUTH_UNAVAILABLE: 503,
@@ -29,6 +31,9 @@ export const DENY_MESSAGE: Record<DenyCode, string> = {
     'The prepaid balance of the account that owns this API key is used up. Add credits to the account\'s wallet in the console, then retry.',
   KEY_LIMIT_EXCEEDED:
     'This API key has reached its spend limit for the current period. Wait for the period to reset, or raise the key\'s limit in the console.',
+  ENDPOINT_NOT_ALLOWED: 'This API key may not call this endpoint.',
+  USAGE_NOT_GUARANTEED:
+    'The gateway could not read the whole request body, so it cannot check what the request names or guarantee its usage is booked. Send the complete JSON body, within the gateway\'s size limit.',
   MODEL_NOT_ALLOWED:
     'This API key is not allowed to use the requested model. Use a model the key allows, or change the key\'s allowed models in the console.',
   RATE_LIMITED:

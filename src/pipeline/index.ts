@@ -7,6 +7,8 @@
 import type { Phase } from './phase.ts';
 import { account } from './phases/account.ts';
 import { credential } from './phases/credential.ts';
+import { endpointRule } from './phases/endpoint.ts';
+import { EndpointCatalog } from '../core/endpoints/catalog.ts';
 import { expiry } from './phases/expiry.ts';
 import { format } from './phases/format.ts';
 import { key } from './phases/key.ts';
@@ -24,6 +26,14 @@ export { DecisionState, type CheckInput, type CheckOutcome, type DecisionEnv, ty
 export interface PhaseDeps {
   /** The shared rate limiter and token windows (docs/rate-limits.md); without them no rate phase. */
   readonly rates?: RateLimitDeps;
+  /** The endpoint catalog with the operator's rows (docs/endpoints.md); without it, the builtin catalog. */
+  readonly endpoints?: EndpointCatalog;
+}
+
+let builtin: EndpointCatalog | undefined;
+/** The builtin catalog, compiled once. */
+export function builtinCatalog(): EndpointCatalog {
+  return (builtin ??= new EndpointCatalog());
 }
 
 /** The phases in order. */
@@ -36,8 +46,9 @@ export function decisionPhases(deps: PhaseDeps = {}): readonly Phase[] {
     account, // 5. the account's state and gate (store)
     wallet, // 6.
     spendLimit, // 7.
-    model, // 8. restricted keys only
-    // 9. counts only requests that passed every rule above; keys and accounts without rates pass at once.
+    endpointRule(deps.endpoints ?? builtinCatalog()), // 8. every key: the endpoint's class (and the body's references)
+    model, // 9. restricted keys only
+    // 10. counts only requests that passed every rule above; keys and accounts without rates pass at once.
     ...(deps.rates ? [rateLimit(deps.rates)] : []),
   ];
 }

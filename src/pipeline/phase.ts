@@ -16,6 +16,7 @@ import type { Family, PrefixRule } from '../core/family.ts';
 import type { EndpointTable } from '../core/model/index.ts';
 import { NO_RATES, type Rates } from '../schema/rates.ts';
 import type { RateGate } from '../schema/records.ts';
+import type { AccountBilling } from '../schema/redis-schema.ts';
 import type { KeyGrant } from '../schema/redis-schema.ts';
 import type { RecordSource } from '../store/record-source.ts';
 
@@ -82,6 +83,8 @@ export class DecisionState {
   blocked: boolean | 'corrupt' = false;
   /** Set by `account`: the account's rates (`NO_RATES` when none). */
   accountRates: Rates = NO_RATES;
+  /** Set by `account`: how the account's usage is booked (`external` opens `unbillable` endpoints). */
+  billing: AccountBilling = 'metered';
   /** Set by `account`: the account's gate (wallet empty, keys over their spend limit, token rates used up). */
   gate: RateGate | 'corrupt' | null = null;
   /** Set by `model`: the resolved model when it was read (restricted keys), else null. */

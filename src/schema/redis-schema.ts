@@ -92,7 +92,15 @@ export const SIDECAR_KEY_FIELDS = [
   KeyField.expiresAt,
 ] as const;
 
-export const AccountField = { status: 'status', updatedAt: 'updated_at' } as const;
+export const AccountField = {
+  status: 'status',
+  updatedAt: 'updated_at',
+  /** `metered` (absent: the default) or `external` (the account's router books its usage; SPEC 15 `unbillable`). */
+  billing: 'billing',
+} as const;
+
+export const ACCOUNT_BILLINGS = ['metered', 'external'] as const;
+export type AccountBilling = (typeof ACCOUNT_BILLINGS)[number];
 
 export type KeyStatus = 'active' | 'revoked';
 export type AccountStatus = 'active' | 'disabled';

@@ -34,6 +34,10 @@ export function denyRule(d: Deny): string {
       return 'account wallet empty (or no wallet where wallets are required)';
     case 'KEY_LIMIT_EXCEEDED':
       return 'key spend limit reached for the current period';
+    case 'ENDPOINT_NOT_ALLOWED':
+      return 'endpoint not open to the key (unknown, stateful, unbillable, or an object of another account)';
+    case 'USAGE_NOT_GUARANTEED':
+      return 'request body not readable whole';
     case 'MODEL_NOT_ALLOWED':
       return 'model not among the key\'s allowed models, or not readable for a model-restricted key';
     case 'RATE_LIMITED':

@@ -63,8 +63,13 @@ export class MemoryKeyStore implements RecordSource {
   readonly accounts = new Hashes<string>((id) => this.#tracker.emit('invalidate', [s.account(id)]));
   /** Gate records (the money flags) by account, as Redis holds them. */
   readonly gates = new Hashes<Record<string, string>>((id) => this.#tracker.emit('invalidate', [s.gate(id)]));
+  /** Account billing (`metered` | `external`) by account id. */
+  readonly billing = new Hashes<string>((id) => this.#tracker.emit('invalidate', [s.account(id)]));
+  /** Owned provider objects by Redis key name (`s.owned(provider, id)`). */
+  readonly owned = new Hashes<Record<string, string>>((rkey) => this.#tracker.emit('invalidate', [rkey]));
   /** Store reads (cache misses) by record. */
   readonly lookups = { key: 0, account: 0 };
+  ownedLookups = 0;
   gateLookups = 0;
   #down = false;
   readonly #source: RecordSource;
@@ -75,7 +80,12 @@ export class MemoryKeyStore implements RecordSource {
         const h = this.#read(rkey.startsWith(s.account('')) ? 'account' : 'key', rkey);
         return fields.map((f) => h[f] ?? null);
       },
-      hget: async (rkey, field) => this.#read('account', rkey)[field] ?? null,
+      hget: async (rkey, field) => {
+        if (!rkey.startsWith(s.owned('', '').slice(0, -2))) return this.#read('account', rkey)[field] ?? null;
+        this.ownedLookups++;
+        if (this.#down) throw new StoreUnavailable('store down');
+        return this.owned.get(rkey)?.[field] ?? null;
+      },
       hgetall: async (rkey) => ({ ...this.#read('gate', rkey) }),
     };
     const inner = new RedisRecordSource(reads, s, silentLog, { ready: () => !this.#down });
@@ -88,8 +98,10 @@ export class MemoryKeyStore implements RecordSource {
     if (this.#down) throw new StoreUnavailable('store down');
     if (kind === 'key') return this.keys.get(rkey.slice(s.keyRecord('').length)) ?? {};
     if (kind === 'account') {
-      const status = this.accounts.get(rkey.slice(s.account('').length));
-      return status === undefined ? {} : { status };
+      const id = rkey.slice(s.account('').length);
+      const status = this.accounts.get(id);
+      const billing = this.billing.get(id);
+      return { ...(status === undefined ? {} : { status }), ...(billing === undefined ? {} : { billing }) };
     }
     const id = /\{(.*)\}$/.exec(rkey)![1]!;
     return this.gates.get(id) ?? {};

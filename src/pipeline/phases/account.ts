@@ -2,7 +2,7 @@
  * 5. The account: a disabled account is USER_BLOCKED, a corrupt record 503. Reads the account's two
  * records together — its state and its gate (for `wallet` and `spend-limit`) — both from memory
  * without an await, or both at once (one round trip when cold; the gate's failure is observed even
- * when the account decides first). Sets `blocked`, `accountRates` and `gate`.
+ * when the account decides first). Sets `blocked`, `accountRates`, `billing` and `gate`.
  */
 import { accountDeny } from '../../core/decision.ts';
 import { ACCOUNT_RECORD, GATE_RECORD, type AccountState, type RateGate } from '../../schema/records.ts';
@@ -18,6 +18,7 @@ export const account: Phase = {
     if (isPending(state) || isPending(gate)) return fetched(d, state, gate);
     d.blocked = state.blocked;
     d.accountRates = state.rates;
+    d.billing = state.billing;
     d.gate = gate;
     return accountDeny(state.blocked, d.grant!.id);
   },
@@ -28,6 +29,7 @@ async function fetched(d: DecisionState, state: Promise<AccountState> | AccountS
   const st = await state;
   d.blocked = st.blocked;
   d.accountRates = st.rates;
+  d.billing = st.billing;
   const a = accountDeny(d.blocked, d.grant!.id);
   if (a) return a;
   d.gate = await gate;
