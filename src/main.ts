@@ -9,6 +9,7 @@ import { Authorizer } from './authorizer.ts';
 import type { Config } from './config.ts';
 import { closeAll, shutdownSequence } from './lifecycle.ts';
 import { decisionPhases } from './pipeline/index.ts';
+import { EndpointCatalog } from './core/endpoints/catalog.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
@@ -113,7 +114,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   const authorizer = new Authorizer(
     store,
     { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now,
-      phases: decisionPhases({ rates: { limiter, tokenViews, keys: rateKeys(s) } }) },
+      phases: decisionPhases({ rates: { limiter, tokenViews, keys: rateKeys(s) }, endpoints: new EndpointCatalog(config.endpoints, config.pathPrefixes) }) },
     log,
   );
   authorizer.observe(metrics.observer);

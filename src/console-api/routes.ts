@@ -300,7 +300,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       schema: {
         tags: ['accounts'],
         operationId: 'updateAccount',
-        summary: "Set or remove the account's request and token rates (operator)",
+        summary: "Set or remove the account's request and token rates, or set its billing (operator)",
         security: SECURITY,
         params: S.AccountParams,
         body: S.UpdateAccountBody,
@@ -308,8 +308,9 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       },
     },
     async (req) => {
-      const p = requireAllAccounts(req, "set an account's rates");
-      await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      const p = requireAllAccounts(req, "change an account's rates or billing");
+      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      if (req.body.billing !== undefined) await mc.setAccountBilling(req.params.account, req.body.billing, p.actor);
       return accountView(req.params.account);
     },
   );

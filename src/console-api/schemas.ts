@@ -98,8 +98,9 @@ export const UpdateAccountBody = z
   .strictObject({
     rate: RequestRate.nullable().optional().describe('request rate of the whole account; null removes it'),
     token_rate: TokenRate.nullable().optional().describe('token rate of the whole account; null removes it'),
+    billing: z.enum(['metered', 'external']).optional().describe("metered: keygate books the account's usage; external: its router books every request with POST /v1/usage, and unbillable endpoints open (docs/endpoints.md)"),
   })
-  .refine((b) => b.rate !== undefined || b.token_rate !== undefined, { message: 'give at least one of rate, token_rate' });
+  .refine((b) => b.rate !== undefined || b.token_rate !== undefined || b.billing !== undefined, { message: 'give at least one of rate, token_rate, billing' });
 
 export const UpdateKeyBody = z
   .strictObject({
@@ -224,6 +225,7 @@ const BareModels = z.object({ openai: BareModelReading, anthropic: BareModelRead
 export const Account = z.object({
   id: z.string(),
   status: z.enum(['active', 'disabled']),
+  billing: z.enum(['metered', 'external']).describe("how the account's usage is booked: metered (by keygate) or external (its router books every request; unbillable endpoints open)"),
   wallet: z.object({
     enforced: z
       .boolean()

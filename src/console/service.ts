@@ -16,7 +16,7 @@
  *   const kc = new KeyConsole({ redis: process.env.REDIS_URL! });
  *   const { id, key } = await kc.createKey({ account: 'acct-42', name: 'ci', models: ['openai/*'] });
  */
-import type { AccountStatus, Schema } from '../schema/redis-schema.ts';
+import type { AccountBilling, AccountStatus, Schema } from '../schema/redis-schema.ts';
 import type { KeyLimit, UsageEntry } from '../schema/money.ts';
 import type { Rates } from '../schema/rates.ts';
 import type { RedisClient } from '../store/redis.ts';
@@ -25,6 +25,7 @@ import { ConsoleError } from './errors.ts';
 import { ConsoleContext, type KeyConsoleOptions } from './context.ts';
 import * as keys from './keys.ts';
 import * as accounts from './accounts.ts';
+import * as billing from './billing.ts';
 import * as mgmt from './management.ts';
 import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult, RollOptions } from './keys.ts';
 import type { AccountInfo, AccountResult } from './accounts.ts';
@@ -182,6 +183,11 @@ export class ConsoleService {
   /** Sets or (null) removes the account's request and token rates; audited as `update`. */
   setAccountRates(account: string, patch: RatesPatch, actor?: Actor): Promise<Rates> {
     return accounts.setAccountRates(this.#c, account, patch, actor);
+  }
+
+  /** `metered` or `external` (docs/endpoints.md): `external` opens `unbillable` endpoints to the account. */
+  setAccountBilling(account: string, mode: AccountBilling, actor?: Actor): Promise<AccountBilling> {
+    return billing.setAccountBilling(this.#c, account, mode, actor);
   }
 
   /** Adds to the account's prepaid wallet; idempotent on `reference`; audited as `credit` when it changed the balance. */

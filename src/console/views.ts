@@ -101,10 +101,12 @@ export function accountJson(a: AccountInfo): {
   rate_use: RateUseJson;
   tokens: TokensJson;
   bare_models: BareModels;
+  billing: AccountInfo['billing'];
 } {
   return {
     id: a.id,
     status: a.status,
+    billing: a.billing,
     wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros, rule: a.wallet.rule },
     ...ratesJson(a.rates),
     rate_use: rateUseJson(a.rateUse),

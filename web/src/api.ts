@@ -96,6 +96,8 @@ export interface BareModelReading {
 export interface Account {
   id: string;
   status: 'active' | 'disabled';
+  /** How the account's usage is booked: by keygate (metered) or by its own router (external). */
+  billing?: 'metered' | 'external';
   wallet?: { enforced: boolean; balance_micros: number; exists?: boolean; rule?: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
   currency?: string;
   /** How the live sidecars read a model name without a provider, per entry family. */

@@ -1068,6 +1068,12 @@ function accountView(): TemplateResult {
                       : nothing}`}
           </dd>
         </div>
+        <div data-slot="billing">
+          <dt>Billing</dt>
+          <dd>${a.value.billing === 'external'
+            ? html`External <span class="muted">Your router books each request; batch, realtime and other unbillable endpoints are open.</span>`
+            : html`Metered <span class="muted">The gateway books what each request used; endpoints whose usage it cannot read are refused.</span>`}</dd>
+        </div>
       </dl>
       ${a.value.status === 'disabled' ? html`<p class="error">This account is disabled: every key is refused.</p>` : nothing}`;
   }
