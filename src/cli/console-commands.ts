@@ -206,7 +206,7 @@ export function registerConsoleCommands(program: Command): void {
             `Key ${v.id} (${v.hint}) "${v.name}" of account ${v.account}: ${v.status}`,
             `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
             `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
-            `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+            `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month; refused: endpoint ${v.usage.refused.endpoint}`,
             `  tokens: ${tokensText(v.usage.tokens.today)} today; ${tokensText(v.usage.tokens.month)} this month`,
             `  ${ratesText(v)}`,
           ].join('\n'),
@@ -291,7 +291,7 @@ export function registerConsoleCommands(program: Command): void {
       const wallet = !a.wallet.enforced
         ? 'no wallet (not metered)'
         : `balance ${formatAmount(a.wallet.balance_micros)} (${a.wallet.rule === 'mixed' ? 'enforced by some sidecars, not all' : 'enforced'})`;
-      out(`Account ${a.id}: ${a.status}; billing ${a.billing}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month; billing ${a.billing}.`);
     });
   });
 

@@ -176,6 +176,7 @@ export const Key = z.object({
   revoked_at: isoTime.nullable(),
   last_used_at: isoTime.nullable(),
   requests: z.object({ today: z.number().int(), month: z.number().int() }),
+  refused: z.object({ endpoint: z.number().int().describe('requests the endpoint rule refused (all time): unknown, stateful or unbillable endpoints, objects of another account, unreadable bodies') }),
   spend: z.object({
     period: period.describe("the limit's period (month when the key has no limit)"),
     period_micros: z.number().int().describe('spend in the current period'),

@@ -30,6 +30,7 @@ export type KeyJson = KeyRecordJson & {
   limit: { amount_micros: number; period: LimitPeriod } | null;
   last_used_at: string | null;
   requests: { today: number; month: number };
+  refused: { endpoint: number };
   spend: { period: LimitPeriod; period_micros: number; total_micros: number };
   tokens: TokensJson;
   rate: ApiRequestRate | null;
@@ -85,6 +86,7 @@ export function keyJson(v: KeyView): KeyJson {
     limit: u.limit === null ? null : { amount_micros: u.limit.amountMicros, period: u.limit.period },
     last_used_at: iso(u.lastUsedAt),
     requests: { today: u.requests.today, month: u.requests.month },
+    refused: { endpoint: u.refused.endpoint },
     spend: { period: u.spend.period, period_micros: u.spend.periodMicros, total_micros: u.spend.totalMicros },
     tokens: tokensJson(u.tokens),
     ...ratesJson(v.rates),

@@ -26,6 +26,8 @@ export interface Key {
   rolled_to?: string | null;
   rolled_from?: string | null;
   requests?: { today: number; month: number };
+  /** Requests refused by why (all time): `endpoint`, the endpoint rule (docs/endpoints.md). */
+  refused?: { endpoint: number };
   spend?: { period_micros: number; total_micros: number };
   /** The status now (the list's): revoked, expired, limit_reached, rate_limited or active. */
   state?: KeyState;
