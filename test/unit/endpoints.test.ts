@@ -101,6 +101,19 @@ describe('the builtin catalog', () => {
     });
   }
 
+  it('the memo answers as the catalog does, past its bound, and for methods it does not keep', () => {
+    const c = new EndpointCatalog();
+    for (let i = 0; i < 3000; i++) {
+      const p = `/openai/v1/responses/resp_${i}`;
+      expect(c.classify('openai', 'GET', p)).toEqual(catalog.classify('openai', 'GET', p));
+      expect(c.classify('openai', 'GET', p)?.id).toBe(`resp_${i}`);
+    }
+    expect(c.classify('openai', 'POST', '/openai/v1/chat/completions')?.entry.row.class).toBe('metered');
+    expect(c.classify('openai', 'POST', '/openai/v1/chat/completions')?.entry.row.class).toBe('metered');
+    expect(c.classify('openai', 'FETCH', '/openai/v1/chat/completions')).toBeNull();
+    expect(c.classify('openai', 'GET', `/openai/v1/responses/${'r'.repeat(300)}`)?.id).toBe('r'.repeat(300));
+  });
+
   it('an owned row carries the object id', () => {
     expect(catalog.classify('openai', 'POST', '/openai/v1/responses/resp_1/cancel')?.id).toBe('resp_1');
   });

@@ -47,6 +47,11 @@ interface Node {
   rest: Map<string, CompiledRow> | null;
 }
 
+/** Memo bounds: 3 families × 6 methods × 1024 paths of at most 256 characters (under 5 MB). */
+const MEMO_PATHS = 1024;
+const MEMO_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const MEMO_MAX_PATH = 256;
+
 const node = (): Node => ({ lit: new Map(), version: null, param: null, verbs: null, here: null, rest: null });
 
 const VERSION = /^v\d+(?:(?:alpha|beta)\d*)?$/;
@@ -76,6 +81,8 @@ export class EndpointCatalog {
   readonly #roots = new Map<Family, Node>();
   readonly #rows: CompiledRow[] = [];
   readonly #prefixes: readonly PrefixRule[];
+  /** Answers by family, method and path (with query): the hot path's few paths cost one lookup. Bounded. */
+  readonly #memo = new Map<Family, Map<string, Map<string, Classified | null>>>();
 
   /** Builtin rows, then the operator's (which replace a builtin row of the same method and template). Throws on a bad template. */
   constructor(operator: readonly (EndpointRow & { readonly family: Family })[] = [], prefixes: readonly PrefixRule[] = []) {
@@ -138,6 +145,23 @@ export class EndpointCatalog {
    * (unknown: refused). The object id of an `owned` row comes with it.
    */
   classify(family: Family, method: string, path: string): Classified | null {
+    let byMethod = this.#memo.get(family);
+    if (byMethod === undefined) this.#memo.set(family, (byMethod = new Map()));
+    let byPath = byMethod.get(method);
+    if (byPath === undefined) {
+      if (!MEMO_METHODS.has(method)) return this.#classify(family, method, path);
+      byMethod.set(method, (byPath = new Map()));
+    }
+    const hit = byPath.get(path);
+    if (hit !== undefined) return hit;
+    const c = this.#classify(family, method, path);
+    // Paths with ids (`/v1/responses/{id}`) are many: the memo starts over rather than grow.
+    if (byPath.size >= MEMO_PATHS) byPath.clear();
+    if (path.length <= MEMO_MAX_PATH) byPath.set(path, c);
+    return c;
+  }
+
+  #classify(family: Family, method: string, path: string): Classified | null {
     const p = pathOnly(path);
     if (p.length < 2 || p.charCodeAt(0) !== 0x2f) return null;
     const segs = p.slice(1).split('/');
