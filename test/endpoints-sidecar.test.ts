@@ -161,6 +161,19 @@ describe.each(transports)('the red-team cases of issue 33 over %s', (_name, call
   });
 });
 
+describe('owned records through the cache', () => {
+  it('a cached "not owned" is dropped when metering writes the record: the next check opens it', async () => {
+    const path = '/openai/v1/responses/resp_late';
+    expect((await grpc('openai', mine.key, 'GET', path)).status).toBe(403);
+    const misses = stack.sidecar.store.stats().misses;
+    expect((await grpc('openai', mine.key, 'GET', path)).status).toBe(403);
+    expect(stack.sidecar.store.stats().misses).toBe(misses); // the second answer came from the cache
+    await db.hset(s.owned('openai', 'resp_late'), OwnedField.account, 'acct-mine');
+    await waitFor(async () => (await grpc('openai', mine.key, 'GET', path)).status === 200, 'the owned record seen', 5_000);
+    expect((await grpc('openai', other.key, 'GET', path)).code).toBe('ENDPOINT_NOT_ALLOWED');
+  });
+});
+
 describe('account billing external opens unbillable endpoints', () => {
   it('set with the console, seen by the sidecar at the next check; metered closes them again', async () => {
     const k = await kc.createKey({ account: 'acct-router', name: 'r' });
