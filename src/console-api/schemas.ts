@@ -226,7 +226,6 @@ const BareModels = z.object({ openai: BareModelReading, anthropic: BareModelRead
 export const Account = z.object({
   id: z.string(),
   status: z.enum(['active', 'disabled']),
-  billing: z.enum(['metered', 'external']).describe("how the account's usage is booked: metered (by keygate) or external (its router books every request; unbillable endpoints open)"),
   wallet: z.object({
     enforced: z
       .boolean()
@@ -249,6 +248,7 @@ export const Account = z.object({
   bare_models: BareModels.describe(
     "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
   ),
+  billing: z.enum(['metered', 'external']).describe("how the account's usage is booked: metered (by keygate) or external (its router books every request; unbillable endpoints open)"),
 });
 export const LedgerQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(PAGE_MAX).default(PAGE_DEFAULT).describe(`entries per page (1-${PAGE_MAX}, default ${PAGE_DEFAULT})`),

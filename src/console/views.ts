@@ -108,12 +108,12 @@ export function accountJson(a: AccountInfo): {
   return {
     id: a.id,
     status: a.status,
-    billing: a.billing,
     wallet: { enforced: a.wallet.enforced, balance_micros: a.wallet.balance_micros, rule: a.wallet.rule },
     ...ratesJson(a.rates),
     rate_use: rateUseJson(a.rateUse),
     tokens: tokensJson(a.tokens),
     bare_models: a.bareModels,
+    billing: a.billing,
   };
 }
 
