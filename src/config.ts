@@ -2,7 +2,9 @@
  * Sidecar configuration: flags over environment over defaults, validated with zod.
  * A bad setting stops the start with one line naming it (see `ConfigError`).
  */
+import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
+import { parseOperatorEndpoints, type OperatorRow } from './core/endpoints/operator.ts';
 import { FAMILIES, type PrefixRule } from './core/family.ts';
 import { compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './core/model/index.ts';
 import type { Family } from './core/family.ts';
@@ -62,6 +64,22 @@ const modelEndpoints = z.string().transform((s, ctx): EndpointTable => {
   }
 });
 
+/** The most bytes of the operator's endpoint file keygate reads. */
+const MAX_ENDPOINTS_FILE = 1024 * 1024;
+
+/** KEYGATE_ENDPOINTS: the operator's endpoint file (YAML), read and checked whole at start (docs/endpoints.md). */
+const endpointsFile = z.string().transform((path, ctx): readonly OperatorRow[] => {
+  if (path.trim() === '') return [];
+  try {
+    if (statSync(path).size > MAX_ENDPOINTS_FILE) throw new Error(`larger than ${MAX_ENDPOINTS_FILE} bytes`);
+    return parseOperatorEndpoints(readFileSync(path, 'utf8'));
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    ctx.addIssue({ code: 'custom', message: `${path}: ${e.code === 'ENOENT' ? 'no such file' : e.code === 'EACCES' ? 'not readable' : e.message}` });
+    return z.NEVER;
+  }
+});
+
 const bareProviders = z.string().transform((s, ctx): ReadonlyMap<Family, string> => {
   try {
     return parseBareProviders(s);
@@ -104,6 +122,8 @@ export const configSchema = z.object({
   stripKeyHeaders: bool.default(true),
   pathPrefixes: prefixTable.default([]),
   modelEndpoints: modelEndpoints.default([]),
+  /** The operator's endpoint rows (KEYGATE_ENDPOINTS: a YAML file), added to the builtin catalog. */
+  endpoints: endpointsFile.default([]),
   /** What a bare model name means per entry family (off by default); carried on `modelEndpoints` to the model reader. */
   bareModelProviders: bareProviders.default(new Map()),
   errorDomain: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/).default('keygate'),
@@ -162,6 +182,7 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   stripKeyHeaders: 'KEYGATE_STRIP_KEY_HEADERS',
   pathPrefixes: 'KEYGATE_PATH_PREFIXES',
   modelEndpoints: 'KEYGATE_MODEL_ENDPOINTS',
+  endpoints: 'KEYGATE_ENDPOINTS',
   bareModelProviders: 'KEYGATE_BARE_MODEL_PROVIDER',
   errorDomain: 'KEYGATE_ERROR_DOMAIN',
   redisTimeoutMs: 'KEYGATE_REDIS_TIMEOUT_MS',

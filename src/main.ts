@@ -11,6 +11,7 @@ import { closeAll, shutdownSequence } from './lifecycle.ts';
 import { decisionPhases } from './pipeline/index.ts';
 import { parseCredentialKeyring } from './keys/credential-crypto.ts';
 import { parseCredentialHeaders } from './core/upstream-credential.ts';
+import { EndpointCatalog } from './core/endpoints/catalog.ts';
 import { schema } from './schema/redis-schema.ts';
 import { createKeyStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
@@ -19,6 +20,8 @@ import { connectRedis, type RedisClient } from './store/redis.ts';
 import { TokenRateViews } from './store/token-rate-views.ts';
 import { RedisOutageReporter } from './store/redis-outage.ts';
 import { redisUsageWrite, UsageCounter } from './store/usage-counter.ts';
+import { redisRefusalWrite } from './store/refusal-count.ts';
+import { endpointRefusalObserver } from './telemetry/endpoint-metrics.ts';
 import { SidecarSettings } from './store/sidecar-settings.ts';
 import { createMeter } from './metering/wiring.ts';
 import type { Meter } from './metering/meter.ts';
@@ -120,6 +123,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
         // Accounts' own upstream credentials (docs/credentials.md): without the key, none is injected and
         // an account that has one is refused (503) rather than sent upstream with the gateway's.
         credentials: { ring: config.credentialKey.trim() === '' ? null : parseCredentialKeyring(config.credentialKey), headers: parseCredentialHeaders(config.credentialHeaders), requireOwn: config.requireOwnCredential },
+        endpoints: new EndpointCatalog(config.endpoints, config.pathPrefixes),
       }) },
     log,
   );
@@ -151,13 +155,22 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
       if (d.allow) usage.count(d.keyId, d.accountId);
     });
   }
+  // The endpoint rule's refusals per key (the page's "refused: endpoint"), on the same connection and bounds.
+  const refusals = usageRedis ? new UsageCounter(redisRefusalWrite(usageRedis, s), log) : null;
+  if (refusals) {
+    authorizer.observe((outcome) => {
+      const d = outcome.decision;
+      if (!d.allow && d.refusal !== undefined && d.keyId !== undefined && outcome.accountId !== undefined) refusals.count(d.keyId, outcome.accountId);
+    });
+  }
+  authorizer.observe(endpointRefusalObserver(metrics.registry));
   const meter = config.meter ? createMeter(config, s, store, metrics, log, metered) : null;
   const closeStore = async () => {
     // Open streams are booked from what they saw, then the booker drains (bounded).
     if (meter) await meter.close(Date.now() + Math.min(5000, config.shutdownTimeoutMs));
     decisions.close();
     if (usage) {
-      await usage.close();
+      await Promise.all([usage.close(), refusals?.close()]);
       usageRedis!.disconnect();
     }
     outage.close();

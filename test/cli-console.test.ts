@@ -120,7 +120,7 @@ describe('happy path', () => {
     const a = acct();
     const created = JSON.parse(ok(await keygate(['keys', 'create', '--account', a, '--name', 'metered', '--limit', '1.5', '--limit-period', 'month', '--json'])).stdout);
     expect(created).toMatchObject({ limit: { amount_micros: 1_500_000, period: 'month' }, spend: { period: 'month', period_micros: 0, total_micros: 0 }, requests: { today: 0, month: 0 }, last_used_at: null });
-    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered); rate none; token rate none; tokens 0 in, 0 out today; 0 in, 0 out this month.\n`);
+    expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(`Account ${a}: active; no wallet (not metered); rate none; token rate none; tokens 0 in, 0 out today; 0 in, 0 out this month; billing metered.\n`);
     expect(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1'])).stdout).toBe(`Credited 12.5 to account ${a}; balance 12.5.\n`);
     const again = JSON.parse(ok(await keygate(['accounts', 'credit', a, '--amount', '12.50', '--reference', 'inv-1', '--json'])).stdout);
     expect(again).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: false, balance_micros: 12_500_000 });
@@ -134,6 +134,7 @@ describe('happy path', () => {
     expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toEqual({
       id: a,
       status: 'active',
+      billing: 'metered',
       wallet: { enforced: true, balance_micros: 10_999_999, rule: 'credited' },
       tokens: { today: { input: 3, output: 0 }, month: { input: 3, output: 0 } },
       rate: null,
@@ -142,7 +143,7 @@ describe('happy path', () => {
       bare_models: PLAIN_NAMES_UNREPORTED,
     });
     expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
-      `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month.\n`,
+      `Account ${a}: active; balance 10.999999 (enforced); rate none; token rate none; tokens 3 in, 0 out today; 3 in, 0 out this month; billing metered.\n`,
     );
     expect(ok(await keygate(['keys', 'show', created.id])).stdout).toContain('\n  tokens: 3 in, 0 out today; 3 in, 0 out this month\n');
     const list = JSON.parse(ok(await keygate(['keys', 'list', '--account', a, '--json'])).stdout);
@@ -190,7 +191,7 @@ describe('rates through bin/keygate', () => {
     await kc.recordUsage({ keyId: k.id, amountMicros: 1, requestId: 'tok-1', inputTokens: 200, outputTokens: 100 });
     const dayEnd = new Date((Math.floor(Date.now() / DAY) + 1) * DAY).toISOString();
     expect(ok(await keygate(['accounts', 'show', a])).stdout).toBe(
-      `Account ${a}: active; no wallet (not metered); rate 5/d (2 used this window); token rate 1000/d (300 used this window); tokens 200 in, 100 out today; 200 in, 100 out this month.\n`,
+      `Account ${a}: active; no wallet (not metered); rate 5/d (2 used this window); token rate 1000/d (300 used this window); tokens 200 in, 100 out today; 200 in, 100 out this month; billing metered.\n`,
     );
     expect(JSON.parse(ok(await keygate(['accounts', 'show', a, '--json'])).stdout)).toMatchObject({
       rate: { requests: 5, per: 'day' },

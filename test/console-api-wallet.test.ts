@@ -46,7 +46,7 @@ const rid = () => `req-${++seq}-${randomBytes(3).toString('hex')}`;
 describe('credits and the wallet', () => {
   it('a credit shows in the balance, is idempotent on its reference and audited once as credit', async () => {
     const a = acct();
-    expect((await call('GET', `/v1/accounts/${a}`)).body).toEqual({ id: a, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
+    expect((await call('GET', `/v1/accounts/${a}`)).body).toEqual({ id: a, status: 'active', billing: 'metered', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     const c = await call('POST', `/v1/accounts/${a}/credits`, { amount_micros: 12_500_000, reference: 'inv-1' });
     expect(c.status).toBe(200);
     expect(c.body).toEqual({ account: a, reference: 'inv-1', amount_micros: 12_500_000, credited: true, balance_micros: 12_500_000 });
@@ -90,7 +90,7 @@ describe('credits and the wallet', () => {
     expect(errOf(await call('POST', `/v1/accounts/${ACCT}/credits`, { amount_micros: -1 }, owner))).toEqual([403, 'FORBIDDEN']);
     expect(errOf(await call('POST', '/v1/usage', { bogus: true }, owner))).toEqual([403, 'FORBIDDEN']);
     expect(await settled()).toEqual(before);
-    expect((await call('GET', `/v1/accounts/${ACCT}`, undefined, owner)).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, undefined, owner)).body).toEqual({ id: ACCT, status: 'active', billing: 'metered', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
   });
 
   it('wallet at zero → 402 INSUFFICIENT_BALANCE at the sidecar; a credit lifts it on the next request', async () => {

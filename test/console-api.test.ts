@@ -181,7 +181,7 @@ describe('auth and scope', () => {
     }
     expect((await call('PATCH', `/v1/keys/${theirs.body.id}`, { token: owner, body: { name: 'x' } })).status).toBe(404);
     expect((await call('GET', `/v1/keys/${theirs.body.id}`)).body.status).toBe('active'); // untouched
-    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
+    expect((await call('GET', `/v1/accounts/${ACCT}`, { token: owner })).body).toEqual({ id: ACCT, status: 'active', billing: 'metered', wallet: { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' }, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     // Operator operations need an all-accounts token.
     for (const [m, p, body] of [
       ['POST', `/v1/accounts/${ACCT}/disable`, undefined],
@@ -205,10 +205,10 @@ describe('auth and scope', () => {
     const acct = `dis-${randomBytes(4).toString('hex')}`;
     const k = await call('POST', `/v1/accounts/${acct}/keys`, { body: { name: 'k' } });
     const noWallet = { enforced: false, balance_micros: 0, exists: false, rule: 'not-required' };
-    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
+    expect((await call('POST', `/v1/accounts/${acct}/disable`)).body).toEqual({ id: acct, status: 'disabled', billing: 'metered', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     expect(await check(k.body.key)).toBe('USER_BLOCKED');
     expect((await call('GET', `/v1/accounts/${acct}`)).body.status).toBe('disabled');
-    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
+    expect((await call('POST', `/v1/accounts/${acct}/enable`)).body).toEqual({ id: acct, status: 'active', billing: 'metered', wallet: noWallet, rate: null, token_rate: null, rate_use: { requests: null, tokens: null }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, currency: 'USD', bare_models: PLAIN_NAMES_UNREAD });
     expect(await check(k.body.key)).toBe('ALLOW');
   });
 

@@ -84,15 +84,17 @@ interface Case {
   /** What today's routers run here, to show the attack is real: the stand-in called directly. */
   readonly runsDirectly?: string[];
   readonly allowed?: boolean;
+  /** The refusal's code when not the model rule's (the endpoint rule, row 8, refuses first). */
+  readonly code?: string;
 }
 
 const ATTACKS: Case[] = [
   { name: 'query model overrides the body', path: '/v1/chat/completions?model=openai/gpt-4.5', body: { model: 'gpt-4o-mini' }, runsDirectly: ['openai/gpt-4.5'] },
   { name: 'Azure-style deployment path wins', path: '/openai/deployments/gpt-4.5/chat/completions?api-version=2024-06-01', body: { model: 'gpt-4o-mini' }, runsDirectly: ['gpt-4.5'] },
   { name: 'legacy engines path wins', path: '/engines/gpt-4.5/chat/completions', body: { model: 'gpt-4o-mini' }, runsDirectly: ['gpt-4.5'] },
-  { name: 'version-less Gemini path', path: '/models/gemini-2.5-pro:generateContent', body: { model: 'gpt-4o-mini' }, runsDirectly: ['gemini-2.5-pro'] },
+  { name: 'version-less Gemini path', path: '/models/gemini-2.5-pro:generateContent', body: { model: 'gpt-4o-mini' }, runsDirectly: ['gemini-2.5-pro'], code: 'ENDPOINT_NOT_ALLOWED' },
   { name: 'comma-separated model', path: '/v1/chat/completions', body: { model: 'gpt-4o-mini,openai/gpt-4.5' }, runsDirectly: ['gpt-4o-mini', 'openai/gpt-4.5'] },
-  { name: 'decoy model on a batch endpoint', path: '/v1/batches', body: { model: 'gpt-4o-mini', input_file_id: 'file-1' }, runsDirectly: ['<batch>'] },
+  { name: 'decoy model on a batch endpoint', path: '/v1/batches', body: { model: 'gpt-4o-mini', input_file_id: 'file-1' }, runsDirectly: ['<batch>'], code: 'ENDPOINT_NOT_ALLOWED' },
 ];
 
 const FINE: Case[] = [
@@ -120,7 +122,7 @@ describe('a restricted key through keygate to a router that binds model its own 
     const res = await post(proxy!.port, c);
     const text = await res.text();
     expect(res.status, text).toBe(403);
-    expect(text).toContain('MODEL_NOT_ALLOWED');
+    expect(text).toContain(c.code ?? 'MODEL_NOT_ALLOWED');
   });
 
   it.each(FINE)('allowed: $name — the router runs an allowed model, and the metadata names it', async (c) => {

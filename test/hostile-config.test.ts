@@ -17,6 +17,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   stripKeyHeaders: ['maybe', '2'],
   pathPrefixes: ['noslash=openai', '/a=azure', '/a', '=openai'],
   modelEndpoints: ['openai:POST', 'azure:POST:/x', 'openai:FETCH:/x', 'openai:POST:x', 'openai:POST:/v1/models/{model}', 'openai:POST:/a/{model}/{model}'],
+  endpoints: ['/nonexistent/keygate-endpoints.yaml'],
   meter: ['maybe'],
   meterForceUsage: ['2'],
   meterMaxStreams: ['0', '-1', 'x', '1.5'],

@@ -85,7 +85,8 @@ describe('Envoy http_service (original path after /authz)', () => {
   it('a body cut short by Envoy (x-envoy-auth-partial-body) cannot prove the model', async () => {
     const res = await authz({
       method: 'POST',
-      path: '/authz/v1/chat/completions',
+      // Embeddings: a body the endpoint rule does not read (chat completions' is read for every key: USAGE_NOT_GUARANTEED).
+      path: '/authz/v1/embeddings',
       headers: { ...bearer(restricted.key), 'x-envoy-auth-partial-body': 'true', 'content-type': 'application/json' },
       body: '{"model":"gpt-4o"}',
     });
@@ -211,14 +212,14 @@ describe('bad input never crashes the server', () => {
 
   it('a body over the limit is cut: a restricted key is denied, an open key still passes', async () => {
     const big = `{"model":"gpt-4o","pad":"${'x'.repeat(MAX_BODY * 2)}"}`;
-    const r = await authz({ method: 'POST', path: '/authz/v1/chat/completions', headers: { ...bearer(restricted.key), 'content-type': 'application/json' }, body: big }).catch((e) => e);
+    const r = await authz({ method: 'POST', path: '/authz/v1/embeddings', headers: { ...bearer(restricted.key), 'content-type': 'application/json' }, body: big }).catch((e) => e);
     // The server answers before reading the rest and closes; the client may see the answer or a reset.
     if (!(r instanceof Error)) {
       expect(r.status).toBe(403);
       expect(json(r).error.code).toBe('MODEL_NOT_ALLOWED');
       expect(r.headers.connection).toBe('close');
     }
-    const open = await authz({ method: 'POST', path: '/authz/v1/chat/completions', headers: bearer(valid.key), body: big }).catch((e) => e);
+    const open = await authz({ method: 'POST', path: '/authz/v1/embeddings', headers: bearer(valid.key), body: big }).catch((e) => e);
     if (!(open instanceof Error)) expect(open.status).toBe(200);
     expect((await authz({ path: '/authz/v1/models', headers: bearer(valid.key) })).status).toBe(200);
   });

@@ -97,9 +97,10 @@ describe('Google: the model is in the path', () => {
     expect(deniedBody(res).error.status).toBe('PERMISSION_DENIED');
   });
 
-  it('a dot-segment path → 403 explaining the ambiguity', async () => {
+  it('a dot-segment path → 403 before the model rule: no catalog endpoint has one', async () => {
     const res = await check({ path: '/v1beta/models/gemini-2.0-flash:generateContent/../../models/gemini-2.5-pro:generateContent', body: '{}' });
-    expectModelDenied(res, 'path is ambiguous');
+    expect(res.denied_response?.status?.code).toBe(403);
+    expect(deniedBody(res).error.details[0].reason).toBe('ENDPOINT_NOT_ALLOWED');
   });
 });
 
@@ -118,9 +119,9 @@ describe('OpenAI multipart (audio transcriptions)', () => {
 describe('bodies the check cannot read with certainty', () => {
   it('a truncated body (allow_partial_message) → 403 with a clear message, even with the model first', async () => {
     const res = await check({
-      path: '/v1/chat/completions',
+      path: '/v1/embeddings',
       headers: { 'content-type': 'application/json' },
-      body: `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"${'a'.repeat(1000)}`,
+      body: `{"model":"openai/gpt-4o-mini","input":["${'a'.repeat(1000)}`,
       partial: true,
     });
     const { message } = expectModelDenied(res, 'This key is limited to certain models and the request body is larger than the gateway reads');
@@ -131,8 +132,12 @@ describe('bodies the check cannot read with certainty', () => {
     expectModelDenied(await check({ method: 'GET', path: '/v1/models' }), 'takes no model');
   });
 
-  it('an unrestricted key never needs the body: truncated or absent, it is allowed', async () => {
-    expectAllowed(await check({ path: '/v1/chat/completions', body: '{"model":"x","messages":[', partial: true }, open), null);
+  it('an unrestricted key needs the body only where the endpoint rule reads it', async () => {
+    expectAllowed(await check({ path: '/v1/embeddings', body: '{"model":"x","input":[', partial: true }, open), null);
+    // Chat completions may name provider files: read for every key, so a body cut short is refused.
+    const cut = await check({ path: '/v1/chat/completions', body: '{"model":"x","messages":[', partial: true }, open);
+    expect(cut.denied_response?.status?.code).toBe(400);
+    expect(deniedBody(cut).error.code).toBe('USAGE_NOT_GUARANTEED');
     expectAllowed(await check({ method: 'GET', path: '/v1/models' }, open), null);
   });
 });

@@ -87,13 +87,13 @@ return out`;
 describe('credits', () => {
   it('creates the wallet on the first credit, adds, and is idempotent on the reference', async () => {
     const a = acct();
-    expect(await kc.accountInfo(a)).toEqual({ id: a, status: 'active', wallet: { enforced: false, balance_micros: 0, rule: 'unreported' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rates: { requests: null, tokens: null }, rateUse: { requests: null, tokens: null }, bareModels: PLAIN_NAMES_UNREPORTED });
+    expect(await kc.accountInfo(a)).toEqual({ id: a, status: 'active', wallet: { enforced: false, balance_micros: 0, rule: 'unreported' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rates: { requests: null, tokens: null }, rateUse: { requests: null, tokens: null }, bareModels: PLAIN_NAMES_UNREPORTED, billing: 'metered' });
     expect(await kc.creditAccount(a, 2_500_000, 'pay-1')).toMatchObject({ credited: true, balanceMicros: 2_500_000 });
     expect(await kc.creditAccount(a, '1000000', 'pay-2')).toMatchObject({ credited: true, balanceMicros: 3_500_000 });
     const before = await dirty();
     expect(await kc.creditAccount(a, 9_000_000, 'pay-1')).toMatchObject({ credited: false, amountMicros: 2_500_000, balanceMicros: 3_500_000 });
     expect(await dirty()).toBe(before);
-    expect(await kc.accountInfo(a)).toEqual({ id: a, status: 'active', wallet: { enforced: true, balance_micros: 3_500_000, rule: 'credited' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rates: { requests: null, tokens: null }, rateUse: { requests: null, tokens: null }, bareModels: PLAIN_NAMES_UNREPORTED });
+    expect(await kc.accountInfo(a)).toEqual({ id: a, status: 'active', wallet: { enforced: true, balance_micros: 3_500_000, rule: 'credited' }, tokens: { today: { input: 0, output: 0 }, month: { input: 0, output: 0 } }, rates: { requests: null, tokens: null }, rateUse: { requests: null, tokens: null }, bareModels: PLAIN_NAMES_UNREPORTED, billing: 'metered' });
     expect(parseGate(await db.hgetall(s.gate(a)))).toEqual({ wallet: 'open', limits: null });
   });
 

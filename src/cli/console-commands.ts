@@ -7,6 +7,7 @@
  *   keys revoke KEY_ID                       accounts show|disable|enable ID
  *   accounts limit ID [--rate N/UNIT | --no-rate] [--token-rate N/UNIT | --no-token-rate]
  *   accounts credit ID --amount AMOUNT --reference REF
+ *   accounts update ID --billing metered|external
  *   usage record --key KEY_ID --amount AMOUNT --request-id ID [--model M]
  *   usage export --since ISO-8601 [--until ISO-8601] [--account ID]   (JSON lines)
  * Every command takes --redis URL (else REDIS_URL) and --json (one JSON object on stdout).
@@ -213,7 +214,7 @@ export function registerConsoleCommands(program: Command): void {
             `Key ${v.id} (${v.hint}) "${v.name}" of account ${v.account}: ${v.status}`,
             `  models: ${modelsText(v.models)}; expires: ${dateText(v.expiresAt, 'never')}; created: ${dateText(v.createdAt, '')}`,
             `  limit: ${limitText(v)}; spend: ${spendText(v)}, ${formatAmount(v.usage.spend.totalMicros)} in total`,
-            `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month`,
+            `  last used: ${dateText(v.usage.lastUsedAt, 'never')}; requests: ${v.usage.requests.today} today, ${v.usage.requests.month} this month; refused: endpoint ${v.usage.refused.endpoint}`,
             `  tokens: ${tokensText(v.usage.tokens.today)} today; ${tokensText(v.usage.tokens.month)} this month`,
             `  ${ratesText(v)}`,
           ].join('\n'),
@@ -300,7 +301,7 @@ export function registerConsoleCommands(program: Command): void {
       const wallet = !a.wallet.enforced
         ? 'no wallet (not metered)'
         : `balance ${formatAmount(a.wallet.balance_micros)} (${a.wallet.rule === 'mixed' ? 'enforced by some sidecars, not all' : 'enforced'})`;
-      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month.${m !== '1' ? ` Price multiplier ${m}.` : ''}`);
+      out(`Account ${a.id}: ${a.status}; ${wallet}; rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}; tokens ${tokensText(a.tokens.today)} today; ${tokensText(a.tokens.month)} this month; billing ${a.billing}.${m !== '1' ? ` Price multiplier ${m}.` : ''}`);
     });
   });
 
@@ -322,6 +323,23 @@ export function registerConsoleCommands(program: Command): void {
       const m = await kc.accountPriceMultiplier(account); // section 16: shown when set
       if (o.json) return json({ ...accountJson(a), ...(m !== '1' ? { price_multiplier: m } : {}) });
       out(`Account ${a.id}: rate ${rateText(a.rates.requests, a.rateUse.requests)}; token rate ${rateText(a.rates.tokens, a.rateUse.tokens)}.`);
+    });
+  });
+
+  common(
+    accounts
+      .command('update')
+      .description("set the account's billing: metered (keygate books its usage) or external (its router books every request; unbillable endpoints open)")
+      .argument('<account-id>', 'account id')
+      .addOption(new Option('--billing <mode>', 'metered or external').choices(['metered', 'external'])),
+  ).action(async (account: string, o: Common & { billing?: 'metered' | 'external' }) => {
+    if (o.billing === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to change: give --billing metered|external');
+    const billing = o.billing;
+    await withConsole(o, async (kc) => {
+      await kc.setAccountBilling(account, billing, CLI_ACTOR);
+      const a = await kc.accountInfo(account);
+      if (o.json) return json(accountJson(a));
+      out(`Account ${a.id}: billing ${a.billing}.`);
     });
   });
 

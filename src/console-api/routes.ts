@@ -308,7 +308,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       schema: {
         tags: ['accounts'],
         operationId: 'updateAccount',
-        summary: "Set or remove the account's request and token rates, set its price multiplier (operator)",
+        summary: "Set or remove the account's request and token rates, set its price multiplier or its billing (operator)",
         security: SECURITY,
         params: S.AccountParams,
         body: S.UpdateAccountBody,
@@ -316,9 +316,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       },
     },
     async (req) => {
-      const p = requireAllAccounts(req, "set an account's rates");
+      const p = requireAllAccounts(req, "change an account's rates, price multiplier or billing");
       if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
       if (req.body.price_multiplier !== undefined) await mc.setAccountPriceMultiplier(req.params.account, String(req.body.price_multiplier), p.actor);
+      if (req.body.billing !== undefined) await mc.setAccountBilling(req.params.account, req.body.billing, p.actor);
       return accountView(req.params.account);
     },
   );

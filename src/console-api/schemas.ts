@@ -99,8 +99,9 @@ export const UpdateAccountBody = z
     rate: RequestRate.nullable().optional().describe('request rate of the whole account; null removes it'),
     token_rate: TokenRate.nullable().optional().describe('token rate of the whole account; null removes it'),
     price_multiplier: z.union([z.string().max(16), z.number()]).optional().describe('the account\'s price multiplier for metered usage, applied after everything else: a decimal from 0 to 1000 with at most 6 decimals ("1.2"; 0 = free; 1 = the default)'),
+    billing: z.enum(['metered', 'external']).optional().describe("metered: keygate books the account's usage; external: its router books every request with POST /v1/usage, and unbillable endpoints open (docs/endpoints.md)"),
   })
-  .refine((b) => b.rate !== undefined || b.token_rate !== undefined || b.price_multiplier !== undefined, { message: 'give at least one of rate, token_rate, price_multiplier' });
+  .refine((b) => b.rate !== undefined || b.token_rate !== undefined || b.price_multiplier !== undefined || b.billing !== undefined, { message: 'give at least one of rate, token_rate, price_multiplier, billing' });
 
 export const UpdateKeyBody = z
   .strictObject({
@@ -176,6 +177,7 @@ export const Key = z.object({
   revoked_at: isoTime.nullable(),
   last_used_at: isoTime.nullable(),
   requests: z.object({ today: z.number().int(), month: z.number().int() }),
+  refused: z.object({ endpoint: z.number().int().describe('requests the endpoint rule refused (all time): unknown, stateful or unbillable endpoints, objects of another account, unreadable bodies') }),
   spend: z.object({
     period: period.describe("the limit's period (month when the key has no limit)"),
     period_micros: z.number().int().describe('spend in the current period'),
@@ -248,6 +250,7 @@ export const Account = z.object({
   bare_models: BareModels.describe(
     "how the live sidecars read a model name without a provider at each entry family (what they publish of their KEYGATE_BARE_MODEL_PROVIDER): at the openai entry, a key listing openai/gpt-4o-mini accepts a plain gpt-4o-mini only where the rule is provider with provider openai (at the anthropic and google entries a plain name counts as anthropic's or google's in any case)",
   ),
+  billing: z.enum(['metered', 'external']).describe("how the account's usage is booked: metered (by keygate) or external (its router books every request; unbillable endpoints open)"),
 });
 export const LedgerQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(PAGE_MAX).default(PAGE_DEFAULT).describe(`entries per page (1-${PAGE_MAX}, default ${PAGE_DEFAULT})`),

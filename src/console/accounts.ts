@@ -4,7 +4,7 @@
  * takes the service's shared context first; given an actor, a change is audited and publishes its
  * event (docs/events.md).
  */
-import { AccountField, type AccountStatus } from '../schema/redis-schema.ts';
+import { AccountField, type AccountBilling, type AccountStatus } from '../schema/redis-schema.ts';
 import type { TokenTotals } from '../schema/money.ts';
 import type { Rates } from '../schema/rates.ts';
 import { ConsoleError } from './errors.ts';
@@ -14,6 +14,7 @@ import { bestEffort, reportUnfinished, type Unfinished } from './best-effort.ts'
 import { rateChanges, validateRatesPatch, type RatesPatch, type RatesUse } from './rates.ts';
 import * as lua from './scripts.ts';
 import { validateAccountId } from './validate.ts';
+import { accountBilling } from './billing.ts';
 import type { AccountWallet, CreditResult } from './wallet.ts';
 import { bareModelReadings, liveSidecars, type BareModels } from '../store/sidecar-settings.ts';
 
@@ -29,6 +30,8 @@ export interface AccountInfo {
   readonly rateUse: RatesUse;
   /** How the live sidecars read a model name without a provider, per entry family. */
   readonly bareModels: BareModels;
+  /** `external`: the account's router books its usage, and `unbillable` endpoints are open (docs/endpoints.md). */
+  readonly billing: AccountBilling;
 }
 
 export interface AccountResult {
@@ -75,15 +78,16 @@ export async function accountStatus(ctx: ConsoleContext, account: string): Promi
 /** `{id, status, wallet: {enforced, balance_micros, rule}, tokens, rates, rateUse, bareModels}`; the live sidecars read once for the wallet's rule and the bare-name readings. */
 export async function accountInfo(ctx: ConsoleContext, account: string): Promise<AccountInfo> {
   const reading = liveSidecars(ctx.redis, ctx.schema.sidecars());
-  const [status, live, wallet, rates, tokens] = await Promise.all([
+  const [status, live, wallet, rates, tokens, billing] = await Promise.all([
     accountStatus(ctx, account),
     reading,
     reading.then((l) => ctx.money.wallet(account, l)),
     ctx.rates.accountRates(account),
     ctx.money.accountTokens(account),
+    accountBilling(ctx, account),
   ]);
   const rateUse = await ctx.rates.use(account, null, rates);
-  return { id: account, status, wallet, rates, tokens, rateUse, bareModels: bareModelReadings(live) };
+  return { id: account, status, wallet, rates, tokens, rateUse, bareModels: bareModelReadings(live), billing };
 }
 
 /** Sets or (null) removes the account's rates; refused (nothing changed) when a value is bad. Audited as `update`. */

@@ -19,7 +19,7 @@
 import { accountPriceMultiplier, setAccountPriceMultiplier } from './price-multiplier.ts';
 import { catalogEnabled, priceCatalog } from '../prices/index.ts';
 import { catalogEntries, catalogInfo, explainPrice, type CatalogEntryJson, type CatalogInfo, type PriceExplanation } from './price-catalog.ts';
-import type { AccountStatus, Schema } from '../schema/redis-schema.ts';
+import type { AccountBilling, AccountStatus, Schema } from '../schema/redis-schema.ts';
 import type { KeyLimit, UsageEntry } from '../schema/money.ts';
 import type { Rates } from '../schema/rates.ts';
 import type { RedisClient } from '../store/redis.ts';
@@ -28,6 +28,7 @@ import { ConsoleError } from './errors.ts';
 import { ConsoleContext, type KeyConsoleOptions } from './context.ts';
 import * as keys from './keys.ts';
 import * as accounts from './accounts.ts';
+import * as billing from './billing.ts';
 import * as mgmt from './management.ts';
 import { Members } from './members.ts';
 import * as credentials from './credentials.ts';
@@ -194,6 +195,11 @@ export class ConsoleService {
   /** Sets or (null) removes the account's request and token rates; audited as `update`. */
   setAccountRates(account: string, patch: RatesPatch, actor?: Actor): Promise<Rates> {
     return accounts.setAccountRates(this.#c, account, patch, actor);
+  }
+
+  /** `metered` or `external` (docs/endpoints.md): `external` opens `unbillable` endpoints to the account. */
+  setAccountBilling(account: string, mode: AccountBilling, actor?: Actor): Promise<AccountBilling> {
+    return billing.setAccountBilling(this.#c, account, mode, actor);
   }
 
   /** Adds to the account's prepaid wallet; idempotent on `reference`; audited as `credit` when it changed the balance. */

@@ -33,6 +33,7 @@ export type KeyJson = KeyRecordJson & {
   limit: { amount_micros: number; period: LimitPeriod } | null;
   last_used_at: string | null;
   requests: { today: number; month: number };
+  refused: { endpoint: number };
   spend: { period: LimitPeriod; period_micros: number; total_micros: number };
   tokens: TokensJson;
   rate: ApiRequestRate | null;
@@ -88,6 +89,7 @@ export function keyJson(v: KeyView): KeyJson {
     limit: u.limit === null ? null : { amount_micros: u.limit.amountMicros, period: u.limit.period },
     last_used_at: iso(u.lastUsedAt),
     requests: { today: u.requests.today, month: u.requests.month },
+    refused: { endpoint: u.refused.endpoint },
     spend: { period: u.spend.period, period_micros: u.spend.periodMicros, total_micros: u.spend.totalMicros },
     tokens: tokensJson(u.tokens),
     ...ratesJson(v.rates),
@@ -104,6 +106,7 @@ export function accountJson(a: AccountInfo): {
   rate_use: RateUseJson;
   tokens: TokensJson;
   bare_models: BareModels;
+  billing: AccountInfo['billing'];
 } {
   return {
     id: a.id,
@@ -113,6 +116,7 @@ export function accountJson(a: AccountInfo): {
     rate_use: rateUseJson(a.rateUse),
     tokens: tokensJson(a.tokens),
     bare_models: a.bareModels,
+    billing: a.billing,
   };
 }
 

@@ -103,6 +103,8 @@ export interface AccountWallet {
 export interface KeyUsage {
   readonly lastUsedAt: number | null;
   readonly requests: { readonly today: number; readonly month: number };
+  /** Requests refused by why (all time): `endpoint`, the endpoint rule (docs/endpoints.md). */
+  readonly refused: { readonly endpoint: number };
   /** Spend in the limit's current period (this month's when the key has no limit), and all time. */
   readonly spend: { readonly period: LimitPeriod; readonly periodMicros: number; readonly totalMicros: number };
   readonly limit: KeyLimit | null;
@@ -399,6 +401,7 @@ export function keyUsage(sp: KeySpend, use: KeyUse, tokens: TokenTotals = NO_TOK
   return {
     lastUsedAt: use.lastUsedAt,
     requests: { today: use.today, month: use.month },
+    refused: { endpoint: use.refusedEndpoint },
     spend: { period, periodMicros: spendIn(sp, period), totalMicros: sp.total },
     limit: sp.limit,
     tokens,

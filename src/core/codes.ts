@@ -8,10 +8,10 @@ export const DENY_STATUS = {
   INSUFFICIENT_BALANCE: 402,
   KEY_LIMIT_EXCEEDED: 402,
   ENDPOINT_NOT_ALLOWED: 403,
+  USAGE_NOT_GUARANTEED: 400,
   MODEL_NOT_ALLOWED: 403,
   RATE_LIMITED: 429,
   AUTH_UNAVAILABLE: 503,
-  USAGE_NOT_GUARANTEED: 400,
 } as const;
 
 export type DenyCode = keyof typeof DENY_STATUS;
@@ -31,13 +31,13 @@ export const DENY_MESSAGE: Record<DenyCode, string> = {
     'The prepaid balance of the account that owns this API key is used up. Add credits to the account\'s wallet in the console, then retry.',
   KEY_LIMIT_EXCEEDED:
     'This API key has reached its spend limit for the current period. Wait for the period to reset, or raise the key\'s limit in the console.',
-  ENDPOINT_NOT_ALLOWED: 'This API key may not call this endpoint. Use an endpoint open to the key, or ask the gateway operator what would open it.',
+  ENDPOINT_NOT_ALLOWED: 'This API key may not call this endpoint.',
+  USAGE_NOT_GUARANTEED:
+    'The gateway could not read or rewrite the whole request body, so it cannot check what the request names or guarantee that its usage is booked. Send one complete JSON object without repeated keys, within the gateway\'s body size limit, in one piece.',
   MODEL_NOT_ALLOWED:
     'This API key is not allowed to use the requested model. Use a model the key allows, or change the key\'s allowed models in the console.',
   RATE_LIMITED:
     'A rate of this API key or of its account is used up for the current window. Retry after the time in the retry-after header, or ask for a higher rate in the console.',
   AUTH_UNAVAILABLE:
     'The gateway could not verify the API key because its key store is unavailable. Retry the request shortly.',
-  USAGE_NOT_GUARANTEED:
-    'The gateway bills streamed requests by the usage the upstream reports, and cannot make this request ask for it. Send one JSON object without repeated keys, within the gateway\'s body size limit, in one piece.',
 };

@@ -48,6 +48,8 @@ export interface Deny {
   readonly message?: string;
   /** A gateway configuration problem behind this deny, for the operator's log (rate-limited). */
   readonly gatewayProblem?: string;
+  /** An endpoint-rule refusal (ENDPOINT_NOT_ALLOWED, USAGE_NOT_GUARANTEED): which class refused, for metrics and the key's counts. */
+  readonly refusal?: 'unknown' | 'stateful' | 'unbillable' | 'owned' | 'unreadable';
   /** A rate refusal (429): the wait in ms until a window admits the request (`retry-after`, `retry-after-ms`). */
   readonly retryAfterMs?: number;
 }

@@ -7,6 +7,8 @@
 import type { Phase } from './phase.ts';
 import { account } from './phases/account.ts';
 import { credential } from './phases/credential.ts';
+import { endpointRule } from './phases/endpoint.ts';
+import { EndpointCatalog } from '../core/endpoints/catalog.ts';
 import { expiry } from './phases/expiry.ts';
 import { format } from './phases/format.ts';
 import { key } from './phases/key.ts';
@@ -27,6 +29,14 @@ export interface PhaseDeps {
   readonly rates?: RateLimitDeps;
   /** Accounts' own upstream credentials (docs/credentials.md); without them no credential is injected. */
   readonly credentials?: OwnCredentialDeps;
+  /** The endpoint catalog with the operator's rows (docs/endpoints.md); without it, the builtin catalog. */
+  readonly endpoints?: EndpointCatalog;
+}
+
+let builtin: EndpointCatalog | undefined;
+/** The builtin catalog, compiled once. */
+export function builtinCatalog(): EndpointCatalog {
+  return (builtin ??= new EndpointCatalog());
 }
 
 /** The phases in order. */
@@ -40,9 +50,10 @@ export function decisionPhases(deps: PhaseDeps = {}): readonly Phase[] {
     ...(deps.credentials ? [ownCredential(deps.credentials)] : []), // 5a. the account's own credential (store, only accounts that have one)
     wallet, // 6.
     spendLimit, // 7.
-    ...(deps.credentials?.requireOwn ? [requireOwnCredential] : []), // 8. KEYGATE_REQUIRE_OWN_CREDENTIAL
-    model, // 8. restricted keys only
-    // 9. counts only requests that passed every rule above; keys and accounts without rates pass at once.
+    ...(deps.credentials?.requireOwn ? [requireOwnCredential] : []), // 8. KEYGATE_REQUIRE_OWN_CREDENTIAL (the endpoint rule's row)
+    endpointRule(deps.endpoints ?? builtinCatalog()), // 8. every key: the endpoint's class (and the body's references)
+    model, // 9. restricted keys only
+    // 10. counts only requests that passed every rule above; keys and accounts without rates pass at once.
     ...(deps.rates ? [rateLimit(deps.rates)] : []),
   ];
 }

@@ -17,6 +17,7 @@ import type { UpstreamCredential } from '../core/upstream-credential.ts';
 import type { EndpointTable } from '../core/model/index.ts';
 import { NO_RATES, type Rates } from '../schema/rates.ts';
 import type { RateGate } from '../schema/records.ts';
+import type { AccountBilling } from '../schema/redis-schema.ts';
 import type { KeyGrant } from '../schema/redis-schema.ts';
 import type { RecordSource } from '../store/record-source.ts';
 
@@ -92,6 +93,8 @@ export class DecisionState {
   ownCredential = false;
   /** Set by `own-credential`: the header and value the allow sets upstream (never logged), or null. */
   upstream: UpstreamCredential | null = null;
+  /** Set by `account`: how the account's usage is booked (`external` opens `unbillable` endpoints). */
+  billing: AccountBilling = 'metered';
   /** Set by `account`: the account's gate (wallet empty, keys over their spend limit, token rates used up). */
   gate: RateGate | 'corrupt' | null = null;
   /** Set by `model`: the resolved model when it was read (restricted keys), else null. */

@@ -55,6 +55,8 @@ export const KeyUseField = {
   day: 'day',
   monthStart: 'month_start',
   month: 'month',
+  /** Requests of the key the endpoint rule refused (all time; `src/store/refusal-count.ts`). */
+  refusedEndpoint: 'refused_endpoint',
 } as const;
 
 /**
@@ -287,6 +289,8 @@ export interface KeyUse {
   readonly lastUsedAt: number | null;
   readonly today: number;
   readonly month: number;
+  /** Requests the endpoint rule refused (all time). */
+  readonly refusedEndpoint: number;
 }
 
 /** Decodes the counter record of a key for `nowMs`. Malformed fields read as absent (counters are advisory). */
@@ -298,6 +302,7 @@ export function parseKeyUse(hash: Record<string, string>, nowMs: number): KeyUse
     lastUsedAt: n(hash[KeyUseField.lastUsed]),
     today: cur('day', hash[KeyUseField.dayStart], hash[KeyUseField.day]),
     month: cur('month', hash[KeyUseField.monthStart], hash[KeyUseField.month]),
+    refusedEndpoint: n(hash[KeyUseField.refusedEndpoint]) ?? 0,
   };
 }
 

@@ -14,7 +14,8 @@ import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
 import { FAMILIES } from '../core/family.ts';
 import { parseCredentialMarker } from '../core/upstream-credential.ts';
-import { AccountField, CredentialField, parseAccountBlocked, parseSidecarKey, SIDECAR_KEY_FIELDS, type ParsedKey, type Schema } from './redis-schema.ts';
+import { OWNED_ID_PATTERN, OwnedField } from './owned.ts';
+import { AccountField, CredentialField, parseAccountBlocked, type AccountBilling, parseSidecarKey, SIDECAR_KEY_FIELDS, type ParsedKey, type Schema } from './redis-schema.ts';
 
 /** The hash reads a record type may use: one command per lookup (ioredis clients have these). */
 export interface HashReads {
@@ -75,32 +76,41 @@ export interface AccountState {
   readonly credentials: number;
   /** The account's price multiplier for metering (10^-6 units; absent: 1; 'corrupt': off the schema, priced at 1). */
   readonly priceMultiplier?: bigint | 'corrupt';
+  /** How the account's usage is booked (SPEC 15): `external` opens `unbillable` endpoints. */
+  readonly billing: AccountBilling;
 }
-const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES, credentials: 0 });
-const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES, credentials: 0 });
-const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES, credentials: 0 });
+const ACCOUNT_OPEN: AccountState = Object.freeze({ blocked: false, rates: NO_RATES, credentials: 0, billing: 'metered' });
+const ACCOUNT_DISABLED: AccountState = Object.freeze({ blocked: true, rates: NO_RATES, credentials: 0, billing: 'metered' });
+const ACCOUNT_CORRUPT: AccountState = Object.freeze({ blocked: 'corrupt', rates: NO_RATES, credentials: 0, billing: 'metered' });
+
+/** `billing` as stored: absent is `metered`; anything else than the two values is corrupt. */
+export function parseAccountBilling(v: string | null | undefined): AccountBilling | 'corrupt' {
+  if (v === null || v === undefined || v === 'metered') return 'metered';
+  return v === 'external' ? 'external' : 'corrupt';
+}
 
 /**
- * An HMGET of `status`, `rate`, `token_rate`, `credentials`, `price_multiplier` (shared objects for an
- * account without rates, credentials or multiplier).
+ * An HMGET of `status`, `rate`, `token_rate`, `credentials`, `price_multiplier`, `billing` (shared
+ * objects for a metered account without rates, credentials or multiplier).
  */
 export function parseAccountState(values: readonly (string | null)[]): AccountState {
   const blocked = parseAccountBlocked(values[0] ?? null);
   const rates = parseRateFields(values[1], values[2]);
   const credentials = parseCredentialMarker(values[3]);
-  if (blocked === 'corrupt' || typeof rates === 'string' || credentials === 'corrupt') return ACCOUNT_CORRUPT;
+  const billing = parseAccountBilling(values[5]);
+  if (blocked === 'corrupt' || typeof rates === 'string' || credentials === 'corrupt' || billing === 'corrupt') return ACCOUNT_CORRUPT;
   const priceMultiplier = parsePriceMultiplier(values[4]);
-  if (priceMultiplier !== undefined) return { blocked, rates, credentials, priceMultiplier };
-  if (rates === NO_RATES && credentials === 0) return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
-  return { blocked, rates, credentials };
+  if (priceMultiplier !== undefined) return { blocked, rates, credentials, priceMultiplier, billing };
+  if (rates === NO_RATES && credentials === 0 && billing === 'metered') return blocked ? ACCOUNT_DISABLED : ACCOUNT_OPEN;
+  return { blocked, rates, credentials, billing };
 }
 
 /** The account's state (`blocked`: `true` when disabled, `'corrupt'` when the record does not follow the schema) and its rates. */
 export const ACCOUNT_RECORD: RecordType<AccountState> = {
   name: 'account',
   key: (s, accountId) => s.account(accountId),
-  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, AccountField.credentials, PRICE_MULTIPLIER_FIELD)),
-  corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, a rate is not N/UNIT, or credentials names no provider' : undefined),
+  read: async (r, rkey) => parseAccountState(await r.hmget(rkey, AccountField.status, ...RATE_FIELDS, AccountField.credentials, PRICE_MULTIPLIER_FIELD, AccountField.billing)),
+  corrupt: (v) => (v.blocked === 'corrupt' ? 'status is not active|disabled, a rate is not N/UNIT, credentials names no provider, or billing is not metered|external' : undefined),
   negative: () => false,
 };
 
@@ -156,3 +166,36 @@ export const CREDENTIAL_RECORD: RecordType<StoredCredentials> = {
   corrupt: () => undefined,
   negative: () => false,
 };
+/** An owned provider object as the Check reads it: the account that created it, or absent/corrupt. */
+export type OwnedState = { readonly account: string } | 'absent' | 'corrupt';
+
+/** The id of an owned-record lookup: `provider:objectId` (a provider name has no `:`). */
+export function ownedRecordId(provider: string, objectId: string): string {
+  return `${provider}:${objectId}`;
+}
+
+/**
+ * An owned provider object (`src/schema/owned.ts`): who created it. Looked up by `ownedRecordId`;
+ * an id outside `OWNED_ID_PATTERN` is never read (absent). Absent answers are negative: a flood of
+ * made-up ids fills only the cache's negative part, and the metering write that records an object
+ * drops a cached "absent" (the prefix is tracked).
+ */
+export const OWNED_RECORD: RecordType<OwnedState> = {
+  name: 'owned',
+  key: (s, id) => {
+    const c = id.indexOf(':');
+    return s.owned(id.slice(0, c), id.slice(c + 1));
+  },
+  read: async (r, rkey) => {
+    const account = await r.hget(rkey, OwnedField.account);
+    if (account === null) return 'absent';
+    return account === '' ? 'corrupt' : { account };
+  },
+  corrupt: (v) => (v === 'corrupt' ? 'owned record has an empty account' : undefined),
+  negative: (v) => v === 'absent',
+};
+
+/** Whether `objectId` may name an owned record at all (else it is refused like an absent one, without a read). */
+export function isOwnedId(objectId: string): boolean {
+  return OWNED_ID_PATTERN.test(objectId);
+}

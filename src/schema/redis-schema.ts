@@ -98,7 +98,12 @@ export const AccountField = {
   updatedAt: 'updated_at',
   /** The providers the account has its own credential for, comma-separated (absent: none); read with the status. */
   credentials: 'credentials',
+  /** `metered` (absent: the default) or `external` (the account's router books its usage; SPEC 15 `unbillable`). */
+  billing: 'billing',
 } as const;
+
+export const ACCOUNT_BILLINGS = ['metered', 'external'] as const;
+export type AccountBilling = (typeof ACCOUNT_BILLINGS)[number];
 
 /**
  * Fields of the account's credential record (`cred:{acct}`), per provider: the envelope

@@ -35,7 +35,7 @@ export function denyRule(d: Deny): string {
     case 'KEY_LIMIT_EXCEEDED':
       return 'key spend limit reached for the current period';
     case 'ENDPOINT_NOT_ALLOWED':
-      return 'endpoint not open to the key (or the account has no own credential where one is required)';
+      return 'endpoint not open to the key (unknown, stateful, unbillable, an object of another account, or no own credential where one is required)';
     case 'MODEL_NOT_ALLOWED':
       return 'model not among the key\'s allowed models, or not readable for a model-restricted key';
     case 'RATE_LIMITED':
@@ -44,7 +44,7 @@ export function denyRule(d: Deny): string {
       if (d.gatewayProblem !== undefined) return 'gateway problem (see the gateway-problem log)';
       return d.keyId !== undefined ? 'account or gate record unreadable, or store unavailable' : 'key store unavailable';
     case 'USAGE_NOT_GUARANTEED':
-      return 'a streamed request whose body keygate cannot make ask for usage';
+      return 'request body not readable whole, or a streamed request keygate cannot make ask for usage';
   }
 }
 

@@ -69,8 +69,13 @@ export class MemoryKeyStore implements RecordSource {
   /** Credential records (`cred:{acct}`) by account, as Redis holds them. */
   readonly credentials = new Hashes<Record<string, string>>((id) => this.#tracker.emit('invalidate', [s.credentials(id)]));
   credentialLookups = 0;
+  /** Account billing (`metered` | `external`) by account id. */
+  readonly billing = new Hashes<string>((id) => this.#tracker.emit('invalidate', [s.account(id)]));
+  /** Owned provider objects by Redis key name (`s.owned(provider, id)`). */
+  readonly owned = new Hashes<Record<string, string>>((rkey) => this.#tracker.emit('invalidate', [rkey]));
   /** Store reads (cache misses) by record. */
   readonly lookups = { key: 0, account: 0 };
+  ownedLookups = 0;
   gateLookups = 0;
   #down = false;
   readonly #source: RecordSource;
@@ -81,7 +86,12 @@ export class MemoryKeyStore implements RecordSource {
         const h = rkey.startsWith(CRED_PREFIX) ? this.#read('credential', rkey) : this.#read(rkey.startsWith(s.account('')) ? 'account' : 'key', rkey);
         return fields.map((f) => h[f] ?? null);
       },
-      hget: async (rkey, field) => this.#read('account', rkey)[field] ?? null,
+      hget: async (rkey, field) => {
+        if (!rkey.startsWith(s.owned('', '').slice(0, -2))) return this.#read('account', rkey)[field] ?? null;
+        this.ownedLookups++;
+        if (this.#down) throw new StoreUnavailable('store down');
+        return this.owned.get(rkey)?.[field] ?? null;
+      },
       hgetall: async (rkey) => ({ ...this.#read('gate', rkey) }),
     };
     const inner = new RedisRecordSource(reads, s, silentLog, { ready: () => !this.#down });
@@ -98,7 +108,8 @@ export class MemoryKeyStore implements RecordSource {
       const id = rkey.slice(s.account('').length);
       const status = this.accounts.get(id);
       const credentials = this.accountCredentials.get(id);
-      return { ...(status !== undefined && { status }), ...(credentials !== undefined && { credentials }) };
+      const billing = this.billing.get(id);
+      return { ...(status !== undefined && { status }), ...(credentials !== undefined && { credentials }), ...(billing !== undefined && { billing }) };
     }
     if (kind === 'credential') return this.credentials.get(/\{(.*)\}$/.exec(rkey)![1]!) ?? {};
     const id = /\{(.*)\}$/.exec(rkey)![1]!;

@@ -97,12 +97,16 @@ describe('store, account and model phases', () => {
     expect((await check(s)).decision).toMatchObject({ allow: false, code: 'AUTH_UNAVAILABLE', status: 503 });
   });
 
-  it('a restricted key passes only with an allowed model; an unrestricted key never reads the body', async () => {
+  it('a restricted key passes only with an allowed model; an unrestricted key reads the body only for the endpoint rule', async () => {
     const restricted = storeWith({ models: ['openai/gpt-4o'] });
     expect((await check(restricted, chat('openai/gpt-4o'))).decision).toEqual({ allow: true, keyId: ID, accountId: ACCOUNT, model: 'openai/gpt-4o' });
     expect((await check(restricted, chat('openai/gpt-4o-mini'))).decision).toMatchObject({ code: 'MODEL_NOT_ALLOWED' });
     expect((await check(restricted)).decision).toMatchObject({ code: 'MODEL_NOT_ALLOWED' });
-    expect((await check(storeWith(), 'not json at all')).decision).toEqual({ allow: true, keyId: ID, accountId: ACCOUNT, model: null });
+    // Chat completions may name provider files: the endpoint rule reads the body of every key, and refuses one it cannot read.
+    expect((await check(storeWith(), 'not json at all')).decision).toMatchObject({ allow: false, code: 'USAGE_NOT_GUARANTEED', status: 400 });
+    // Embeddings name nothing: an unrestricted key's body is not read there.
+    const embed = await authorizer(storeWith()).check(input({ authorization: `Bearer ${KEY}` }, { path: '/v1/embeddings', body: 'not json at all' }));
+    expect(embed.decision).toEqual({ allow: true, keyId: ID, accountId: ACCOUNT, model: null });
   });
 });
 
@@ -188,7 +192,7 @@ describe('the pipeline over random requests, records and store states', () => {
 
 describe('the phases and the cache', () => {
   it('run in the decision order, one named phase per rule', () => {
-    expect(decisionPhases().map((p) => p.name)).toEqual(['credential', 'format', 'key', 'expiry', 'account', 'wallet', 'spend-limit', 'model']);
+    expect(decisionPhases().map((p) => p.name)).toEqual(['credential', 'format', 'key', 'expiry', 'account', 'wallet', 'spend-limit', 'endpoint', 'model']);
   });
 
   it('a warm key is answered from the cache, and a write to its record is seen at the next check', async () => {

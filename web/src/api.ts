@@ -26,6 +26,8 @@ export interface Key {
   rolled_to?: string | null;
   rolled_from?: string | null;
   requests?: { today: number; month: number };
+  /** Requests refused by why (all time): `endpoint`, the endpoint rule (docs/endpoints.md). */
+  refused?: { endpoint: number };
   spend?: { period_micros: number; total_micros: number };
   /** The status now (the list's): revoked, expired, limit_reached, rate_limited or active. */
   state?: KeyState;
@@ -106,6 +108,8 @@ export interface BareModelReading {
 export interface Account {
   id: string;
   status: 'active' | 'disabled';
+  /** How the account's usage is booked: by keygate (metered) or by its own router (external). */
+  billing?: 'metered' | 'external';
   wallet?: { enforced: boolean; balance_micros: number; exists?: boolean; rule?: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
   currency?: string;
   /** How the live sidecars read a model name without a provider, per entry family. */

@@ -1020,7 +1020,7 @@ function keyRow(k: Key, showTokens: boolean, showRates: boolean): TemplateResult
     ${modelsCell(k)}
     <td class="nowrap">${k.expires_at ? html`<time datetime=${k.expires_at}>${whenZoned(k.expires_at)}</time>` : html`<span class="muted">Never</span>`}</td>
     <td class="nowrap">${k.last_used_at ? html`<time datetime=${k.last_used_at}>${when(k.last_used_at)}</time>` : html`<span class="muted">Not yet</span>`}</td>
-    <td class="nowrap">${k.requests ? html`${k.requests.today.toLocaleString()} today<span class="sub">${k.requests.month.toLocaleString()} this month</span>` : html`<span class="muted">—</span>`}</td>
+    <td class="nowrap">${k.requests ? html`${k.requests.today.toLocaleString()} today<span class="sub">${k.requests.month.toLocaleString()} this month</span>` : html`<span class="muted">—</span>`}${k.refused && k.refused.endpoint > 0 ? html`<span class="sub" data-slot="refused" title="Requests refused by the endpoint rule: unknown, stateful or unbillable endpoints, objects of another account">refused: endpoint ${k.refused.endpoint.toLocaleString()}</span>` : nothing}</td>
     <td class="nowrap">
       ${k.limit
         ? html`${money(spent)} of ${money(k.limit.amount_micros)} ${cur} ${periodWord(k.limit.period)}
@@ -1085,6 +1085,12 @@ function accountView(): TemplateResult {
                       ? html`<span class="error">The balance is zero: requests are refused until it is topped up.</span>`
                       : nothing}`}
           </dd>
+        </div>
+        <div data-slot="billing">
+          <dt>Billing</dt>
+          <dd>${a.value.billing === 'external'
+            ? html`External <span class="muted">Your router books each request; batch, realtime and other unbillable endpoints are open.</span>`
+            : html`Metered <span class="muted">The gateway books what each request used; endpoints whose usage it cannot read are refused.</span>`}</dd>
         </div>
       </dl>
       ${a.value.status === 'disabled' ? html`<p class="error">This account is disabled: every key is refused.</p>` : nothing}`;

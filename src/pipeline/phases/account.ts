@@ -2,7 +2,7 @@
  * 5. The account: a disabled account is USER_BLOCKED, a corrupt record 503. Reads the account's two
  * records together — its state and its gate (for `wallet` and `spend-limit`) — both from memory
  * without an await, or both at once (one round trip when cold; the gate's failure is observed even
- * when the account decides first). Sets `blocked`, `accountRates`, `accountCredentials` and `gate`.
+ * when the account decides first). Sets `blocked`, `accountRates`, `accountCredentials`, `billing` and `gate`.
  */
 import { accountDeny } from '../../core/decision.ts';
 import { ACCOUNT_RECORD, GATE_RECORD, type AccountState, type RateGate } from '../../schema/records.ts';
@@ -19,6 +19,7 @@ export const account: Phase = {
     d.blocked = state.blocked;
     d.accountRates = state.rates;
     d.accountCredentials = state.credentials;
+    d.billing = state.billing;
     d.gate = gate;
     return accountDeny(state.blocked, d.grant!.id);
   },
@@ -30,6 +31,7 @@ async function fetched(d: DecisionState, state: Promise<AccountState> | AccountS
   d.blocked = st.blocked;
   d.accountRates = st.rates;
   d.accountCredentials = st.credentials;
+  d.billing = st.billing;
   const a = accountDeny(d.blocked, d.grant!.id);
   if (a) return a;
   d.gate = await gate;

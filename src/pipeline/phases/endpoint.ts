@@ -1,0 +1,102 @@
+/**
+ * 8. The endpoint rule (docs/endpoints.md): the request's endpoint must be open to this key. One
+ * lookup in the compiled catalog; `metered` and `free` pass (after the body's references are
+ * checked, for the rows that carry them), `stateful` needs the account's own credential,
+ * `unbillable` an account billed `external`, `owned` the account in the object's owned record.
+ * Runs for every key, before the model rule.
+ */
+import { endpointDeny, unreadableDeny } from '../../core/endpoints/decision.ts';
+import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
+import { scanReferences } from '../../core/endpoints/references.ts';
+import type { EndpointRow } from '../../core/endpoints/types.ts';
+import type { Deny } from '../../core/decision.ts';
+import { isOwnedId, OWNED_RECORD, ownedRecordId, type OwnedState } from '../../schema/records.ts';
+import { isPending } from '../../store/record-source.ts';
+import type { DecisionState, Phase, PhaseAnswer } from '../phase.ts';
+
+/**
+ * Whether the account has its own upstream credential for `provider` (SPEC 18): set by the
+ * `own-credential` phase for the request's provider (the entry's family), whose allow carries it upstream.
+ */
+export function ownCredentialFor(d: DecisionState, provider: string): boolean {
+  return d.ownCredential && d.family === provider;
+}
+
+/** The OpenAI provider's owned records hold responses; references to them are looked up there. */
+const RESPONSES_PROVIDER = 'openai';
+
+export function endpointRule(catalog: EndpointCatalog): Phase {
+  return {
+    name: 'endpoint',
+    run: (d) => {
+      const keyId = d.grant!.id;
+      const c = catalog.classify(d.family, d.input.method, d.input.path);
+      if (c === null) return endpointDeny('unknown', keyId);
+      const row = c.entry.row;
+      const provider = c.entry.family;
+      switch (row.class) {
+        case 'metered':
+        case 'free':
+          return row.refs === undefined ? null : references(d, provider);
+        case 'unbillable':
+          if (d.billing !== 'external') return endpointDeny('unbillable', keyId);
+          return row.refs === undefined ? null : references(d, provider);
+        case 'stateful':
+          return ownCredentialFor(d, provider) ? null : endpointDeny('stateful', keyId);
+        case 'owned':
+          if (ownCredentialFor(d, provider)) return null;
+          return owned(d, row, c.id ?? '');
+      }
+    },
+  };
+}
+
+function owned(d: DecisionState, row: EndpointRow, id: string): PhaseAnswer | Promise<PhaseAnswer> {
+  const keyId = d.grant!.id;
+  // An id that cannot be a record is refused like an absent one; it costs no read, and no real id looks like it.
+  if (!isOwnedId(id)) return endpointDeny('owned', keyId);
+  const v = d.env.records.lookup(OWNED_RECORD, ownedRecordId(row.owner ?? d.family, id));
+  if (isPending(v)) return v.then((s) => ownedAnswer(d, s));
+  return ownedAnswer(d, v);
+}
+
+function ownedAnswer(d: DecisionState, s: OwnedState): Deny | null {
+  // A corrupt record is refused like an absent one (fail closed; the store logs it once).
+  return typeof s === 'object' && s.account === d.grant!.account ? null : endpointDeny('owned', d.grant!.id);
+}
+
+/** The request body's references (every key): each must be the account's, and the body readable whole. */
+function references(d: DecisionState, provider: string): PhaseAnswer | Promise<PhaseAnswer> {
+  const keyId = d.grant!.id;
+  const { input } = d;
+  if (input.bodyTruncated) return unreadableDeny('the body reached it cut short (larger than the proxy sends)', keyId);
+  const body = input.body;
+  if (body === undefined || body.length === 0) {
+    // No body: fine when the request has none; a body the proxy did not pass on cannot be checked.
+    const len = first(input.header('content-length'));
+    const chunked = input.header('transfer-encoding') !== undefined;
+    if (chunked || (len !== undefined && len.trim() !== '0')) return unreadableDeny('the proxy did not send it (send the body to the authorization check)', keyId);
+    return null;
+  }
+  const r = scanReferences(body);
+  if (r.kind === 'unreadable') return unreadableDeny(r.reason, keyId);
+  if (r.stateful !== null && !ownCredentialFor(d, provider)) return endpointDeny('owned', keyId);
+  if (r.responses.length === 0 || ownCredentialFor(d, RESPONSES_PROVIDER)) return null;
+  const answers: (OwnedState | Promise<OwnedState>)[] = [];
+  for (const id of r.responses) {
+    if (!isOwnedId(id)) return endpointDeny('owned', keyId);
+    answers.push(d.env.records.lookup(OWNED_RECORD, ownedRecordId(RESPONSES_PROVIDER, id)));
+  }
+  if (answers.some(isPending)) {
+    return Promise.all(answers).then((all) => all.reduce<Deny | null>((acc, s) => acc ?? ownedAnswer(d, s), null));
+  }
+  for (const s of answers as OwnedState[]) {
+    const a = ownedAnswer(d, s);
+    if (a !== null) return a;
+  }
+  return null;
+}
+
+function first(v: string | readonly string[] | undefined): string | undefined {
+  return v === undefined ? undefined : typeof v === 'string' ? v : v[0];
+}
