@@ -329,17 +329,21 @@ export function registerConsoleCommands(program: Command): void {
   common(
     accounts
       .command('update')
-      .description("set the account's billing: metered (keygate books its usage) or external (its router books every request; unbillable endpoints open)")
+      .description("set the account's billing (metered: keygate books its usage; external: its router books every request, and unbillable endpoints open) or its price multiplier for metered usage (applied after every other price rule)")
       .argument('<account-id>', 'account id')
-      .addOption(new Option('--billing <mode>', 'metered or external').choices(['metered', 'external'])),
-  ).action(async (account: string, o: Common & { billing?: 'metered' | 'external' }) => {
-    if (o.billing === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to change: give --billing metered|external');
-    const billing = o.billing;
+      .addOption(new Option('--billing <mode>', 'metered or external').choices(['metered', 'external']))
+      .option('--price-multiplier <multiplier>', 'a decimal from 0 to 1000, at most 6 decimals (1.2; 0 = free; 1 = the default)'),
+  ).action(async (account: string, o: Common & { billing?: 'metered' | 'external'; priceMultiplier?: string }) => {
+    if (o.billing === undefined && o.priceMultiplier === undefined) throw new ConsoleError('INVALID_INPUT', 'nothing to change: give --billing metered|external or --price-multiplier M');
     await withConsole(o, async (kc) => {
-      await kc.setAccountBilling(account, billing, CLI_ACTOR);
+      // The multiplier is checked (and refused) before the billing is written: a bad value changes nothing.
+      const m = o.priceMultiplier === undefined ? undefined : await kc.setAccountPriceMultiplier(account, o.priceMultiplier, CLI_ACTOR);
+      if (o.billing !== undefined) await kc.setAccountBilling(account, o.billing, CLI_ACTOR);
       const a = await kc.accountInfo(account);
-      if (o.json) return json(accountJson(a));
-      out(`Account ${a.id}: billing ${a.billing}.`);
+      const shown = await kc.accountPriceMultiplier(account);
+      if (o.json) return json({ ...accountJson(a), ...(shown !== '1' ? { price_multiplier: shown } : {}) });
+      const parts = [...(o.billing !== undefined ? [`billing ${a.billing}`] : []), ...(m !== undefined ? [`price multiplier ${m}`] : [])];
+      out(`Account ${a.id}: ${parts.join('; ')}.`);
     });
   });
 

@@ -142,22 +142,6 @@ export function registerPriceCommands(program: Command): void {
     });
   });
 
-  // accounts update ID --price-multiplier M (section 16): the account group is the console commands' own
-  const accounts = program.commands.find((c) => c.name() === 'accounts') ?? program.command('accounts');
-  common(
-    accounts
-      .command('update')
-      .description("set the account's price multiplier for metered usage (applied after every other price rule)")
-      .argument('<account-id>', 'account id')
-      .requiredOption('--price-multiplier <multiplier>', 'a decimal from 0 to 1000, at most 6 decimals (1.2; 0 = free; 1 = the default)'),
-  ).action(async (account: string, o: Common & { priceMultiplier: string }) => {
-    await withConsole(o, async (mc) => {
-      const m = await mc.setAccountPriceMultiplier(account, o.priceMultiplier, CLI_ACTOR);
-      if (o.json) return json({ account, price_multiplier: m });
-      out(`Account ${account}: price multiplier ${m}.`);
-    });
-  });
-
   common(prices.command('catalog').description('the price catalog in use (the @pydantic/genai-prices version pinned; KEYGATE_PRICE_CATALOG=false turns it off)')).action(async (o: Common) => {
     await withConsole(o, async (mc) => {
       const c = mc.priceCatalog();

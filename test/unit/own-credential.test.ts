@@ -115,7 +115,7 @@ describe('fail closed', () => {
 describe('KEYGATE_REQUIRE_OWN_CREDENTIAL', () => {
   it('refuses an account without one for the provider (403 ENDPOINT_NOT_ALLOWED, saying so), after the money rules; an account with one passes', async () => {
     expect(decisionPhases({ credentials: { ring: RING, headers: DEFAULT_CREDENTIAL_HEADERS, requireOwn: true } }).map((p) => p.name)).toEqual([
-      'credential', 'format', 'key', 'expiry', 'account', 'own-credential', 'wallet', 'spend-limit', 'require-own-credential', 'model',
+      'credential', 'format', 'key', 'expiry', 'account', 'own-credential', 'wallet', 'spend-limit', 'require-own-credential', 'endpoint', 'model',
     ]);
     const without = setup({ deps: { requireOwn: true } });
     const d = (await without.check()).decision;
