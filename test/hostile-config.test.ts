@@ -19,6 +19,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   modelEndpoints: ['openai:POST', 'azure:POST:/x', 'openai:FETCH:/x', 'openai:POST:x', 'openai:POST:/v1/models/{model}', 'openai:POST:/a/{model}/{model}'],
   meter: ['maybe'],
   meterForceUsage: ['2'],
+  usageLogMax: ['99', 'x', '-1', '1.5'],
   meterMaxStreams: ['0', '-1', 'x', '1.5'],
   meterMaxStreamMs: ['999', 'x'],
   meterFlushMs: ['5', '1001'],

@@ -44,7 +44,7 @@ export function common(cmd: Command): Command {
  */
 export async function withConsole<T>(o: Common, fn: (mc: ConsoleService) => Promise<T>): Promise<T> {
   const config = loadConsoleConfig({ redisUrl: o.redis });
-  const kc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet });
+  const kc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet, usageLogMaxEntries: config.usageLogMax });
   try {
     return await fn(kc);
   } catch (err) {

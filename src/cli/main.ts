@@ -11,6 +11,7 @@ import { registerConsoleCommands } from './console-commands.ts';
 import { registerManagementCommands } from './management-commands.ts';
 import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
+import { registerLedgerCommands } from './ledger-commands.ts';
 import { stopOnSignals } from './signals.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
@@ -142,6 +143,7 @@ export function buildProgram(): Command {
   registerManagementCommands(program);
   registerEventCommands(program);
   registerPriceCommands(program);
+  registerLedgerCommands(program);
   return program;
 }
 

@@ -1,0 +1,137 @@
+/**
+ * The usage ledger against real processes (docs/ledger.md): redis-server, PostgreSQL (initdb in a
+ * temporary directory), the sink in process and as `bin/keygate ledger`. Every booking once in
+ * `keygate_usage`, none lost; the log trimmed only of acknowledged entries; the cap's drops counted.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyConsole } from '../src/console/service.ts';
+import { LedgerSink, migrate, usageRow } from '../src/ledger/index.ts';
+import { LEDGER_GROUP } from '../src/ledger/scripts.ts';
+import { schema } from '../src/schema/redis-schema.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { ledgerChild } from './helpers/ledger-child.ts';
+import { startPostgres, type PostgresServer } from './helpers/postgres.ts';
+import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
+import { until } from './helpers/until.ts';
+
+const log = createLogger('silent');
+const kcRevealKey = `base64:${randomBytes(32).toString('base64')}`;
+const s = schema();
+
+describe('usage ledger', () => {
+  let redis: RedisServer;
+  let pgs: PostgresServer;
+  let db: Redis;
+  let pool: pg.Pool;
+  let kc: KeyConsole;
+  let keyId: string;
+
+  beforeAll(async () => {
+    redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
+    try {
+      pgs = await startPostgres();
+    } catch (err) {
+      await destroyRedis(redis);
+      throw err;
+    }
+    db = redis.client();
+    pool = pgs.pool();
+    await migrate(pool);
+    kc = new KeyConsole({ redis: redis.url, usageLogMaxEntries: 100, revealKey: kcRevealKey });
+    keyId = (await kc.createKey({ account: 'acme', name: 'ledger' })).id;
+  }, 60_000);
+
+  afterAll(async () => {
+    await kc?.close();
+    await pgs?.destroy();
+    if (redis) await destroyRedis(redis);
+  });
+
+  const rows = async (account: string) => Number((await pool.query('SELECT count(*) AS n FROM keygate_usage WHERE account = $1', [account])).rows[0].n);
+  const book = async (account: string, ids: string[], key = keyId) => {
+    for (const id of ids) await kc.recordUsage({ keyId: key, amountMicros: 7, requestId: id, model: 'gpt-4o', inputTokens: 10, outputTokens: 3 });
+    void account;
+  };
+
+  it('migrations are versioned and safe to run twice, from two processes at once', async () => {
+    expect(await Promise.all([migrate(pool), migrate(pool)])).toEqual([[], []]);
+    const v = await pool.query('SELECT version FROM keygate_ledger_migrations');
+    expect(v.rows.map((r) => r.version)).toEqual([1]);
+  });
+
+  it('copies each booking once, with every field, acknowledges after the commit and trims what it acknowledged', async () => {
+    await book('acme', ['r-1', 'r-2', 'r-3']);
+    const sink = new LedgerSink(db, pool, s, log, { pollMs: 20, accountsEveryMs: 50 });
+    sink.start();
+    try {
+      await until('3 rows', async () => (await rows('acme')) === 3);
+      await until('the log trimmed', async () => (await db.xlen(s.usageLog('acme'))) === 0);
+      const r = (await pool.query("SELECT * FROM keygate_usage WHERE booking_id = 'r-2'")).rows[0];
+      expect(r).toMatchObject({ account: 'acme', key_id: keyId, request_id: 'r-2', model: 'gpt-4o', amount_micros: '7', input_tokens: '10', output_tokens: '3', source: 'record', estimated: false, price: null });
+      // a repeat of a booked request id books nothing in Redis, nothing twice here
+      await book('acme', ['r-2', 'r-4']);
+      await until('4 rows', async () => (await rows('acme')) === 4);
+      expect(((await db.xpending(s.usageLog('acme'), LEDGER_GROUP)) as [number])[0]).toBe(0);
+      expect(sink.lagMs).toBe(0);
+    } finally {
+      await sink.stop();
+    }
+  });
+
+  it('with the ledger behind, the cap drops the oldest entries and counts those not acknowledged', async () => {
+    // The group exists (the sink made it); no sink runs now: 150 bookings against a cap of 100.
+    await book('acme', Array.from({ length: 150 }, (_, i) => `cap-${i}`));
+    expect(await db.xlen(s.usageLog('acme'))).toBe(100);
+    expect(await db.get(s.usageDropped('acme'))).toBe('50');
+    const sink = new LedgerSink(db, pool, s, log, { pollMs: 20, accountsEveryMs: 50 });
+    sink.start();
+    try {
+      await until('the 100 kept entries written', async () => (await rows('acme')) === 104);
+      await until('dropped read', () => sink.dropped === 50);
+      const kept = await pool.query("SELECT min(booking_id) AS lo FROM keygate_usage WHERE booking_id LIKE 'cap-%' AND length(booking_id) = 6");
+      expect(kept.rows[0].lo).toBe('cap-50');
+    } finally {
+      await sink.stop();
+    }
+  });
+
+  it('maps booking_id and price when the entry carries them; keeps unknown fields', () => {
+    const r = usageRow('a', '5-1', ['key', 'k', 'req', 'q', 'amount', '9', 'booking_id', 'bk_1', 'price', '{"input":3}', 'tier', 'x']);
+    expect(r).toMatchObject({ booking_id: 'bk_1', request_id: 'q', price: '{"input":3}', extra: '{"tier":"x"}', entry_ms: '5', entry_seq: '1' });
+    expect(usageRow('a', '5-1', ['key', 'k', 'req', 'q', 'amount', '-9'])).toMatch(/amount/);
+  });
+
+  it('a sink SIGKILLed between its commit and its acknowledgement: another claims the entries, nothing twice', async () => {
+    // the group on the log first, as a running sink makes it; this console keeps the default cap
+    await db.xgroup('CREATE', s.usageLog('beta'), LEDGER_GROUP, '0', 'MKSTREAM');
+    const big = new KeyConsole({ redis: redis.url, revealKey: kcRevealKey });
+    try {
+      const k = await big.createKey({ account: 'beta', name: 'b' });
+      for (let i = 0; i < 300; i++) await big.recordUsage({ keyId: k.id, amountMicros: 5, requestId: `k-${i}` });
+    } finally {
+      await big.close();
+    }
+    const a = ledgerChild(redis.url, pgs.url, { KEYGATE_LEDGER_TEST_PAUSE_AFTER_COMMIT_MS: '60000', KEYGATE_LEDGER_CLAIM_IDLE_MS: '500' });
+    try {
+      await a.waitOutput(/committed, pausing before the acknowledgement/);
+      const committed = await rows('beta');
+      expect(committed).toBe(300);
+      const pending = (await db.xpending(s.usageLog('beta'), LEDGER_GROUP)) as [number, ...unknown[]];
+      expect(pending[0]).toBe(300); // in the table, not acknowledged
+      await a.kill();
+    } finally {
+      await a.kill();
+    }
+    const b = ledgerChild(redis.url, pgs.url, { KEYGATE_LEDGER_CLAIM_IDLE_MS: '500' });
+    try {
+      await until('the dead sink\'s entries claimed and acknowledged', async () => ((await db.xpending(s.usageLog('beta'), LEDGER_GROUP)) as [number])[0] === 0, 30_000);
+      expect(await rows('beta')).toBe(300);
+      expect(await db.xlen(s.usageLog('beta'))).toBe(0);
+    } finally {
+      await b.kill();
+    }
+  }, 90_000);
+});
