@@ -12,6 +12,7 @@ import { registerManagementCommands } from './management-commands.ts';
 import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
 import { registerLedgerCommands } from './ledger-commands.ts';
+import { ledgerUrlOf } from '../console-api/config.ts';
 import { stopOnSignals } from './signals.ts';
 
 /** Default ports of `keygate dev` (the sidecar's are those of `serve`). */
@@ -102,7 +103,8 @@ export function buildProgram(): Command {
     .option('--gateway-port <n>', `dev gateway port, what curl and the SDKs talk to (default ${DEV_PORTS.gatewayPort})`, intArg('--gateway-port'))
     .option('--console-port <n>', `management API and web page port (default ${DEV_PORTS.consolePort})`, intArg('--console-port'))
     .option('--upstream <url>', 'send allowed requests to this upstream instead of the built-in stub')
-    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string }) => {
+    .option('--ledger <url>', 'copy usage into this PostgreSQL (postgres://…) and read usage from it (docs/ledger.md); default: Redis only')
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; ledger?: string }) => {
       const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
       if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
       // Logs go to stderr; stdout carries the banner.
@@ -116,6 +118,7 @@ export function buildProgram(): Command {
         gatewayPort: o.gatewayPort ?? DEV_PORTS.gatewayPort,
         consolePort: o.consolePort ?? DEV_PORTS.consolePort,
         ...(o.upstream ? { upstream: o.upstream } : {}),
+        ...(o.ledger ? { ledger: ledgerUrlOf({ KEYGATE_LEDGER_URL: o.ledger }) } : {}),
       };
       let dev;
       try {

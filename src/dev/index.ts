@@ -41,6 +41,8 @@ export interface DevOptions {
   readonly consolePort: number;
   /** Base URL of a real upstream for the dev gateway; default: the built-in stub. */
   readonly upstream?: string;
+  /** `--ledger URL`: the usage ledger's PostgreSQL (docs/ledger.md); without it dev is Redis-only, whatever KEYGATE_LEDGER_URL says. */
+  readonly ledger?: string;
 }
 
 
@@ -377,7 +379,7 @@ const consoleComponent: DevComponent = {
   load: consoleModules,
   async start(ctx) {
     const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await consoleModules();
-    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }), host: '127.0.0.1', drainDelayMs: 0 };
+    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }), host: '127.0.0.1', drainDelayMs: 0, ledgerUrl: ctx.options.ledger };
     const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey });
     try {
       const tokenPath = join(ctx.options.dir, 'console-token.json');
@@ -395,7 +397,10 @@ const consoleComponent: DevComponent = {
       const url = `http://127.0.0.1:${server.port}`;
       ctx.console = { url, token: saved.token };
       return {
-        lines: [`console    ${url}/   (the "API keys" page; management API under ${url}/v1, OpenAPI at ${url}/openapi.json)`],
+        lines: [
+          `console    ${url}/   (the "API keys" page; management API under ${url}/v1, OpenAPI at ${url}/openapi.json)`,
+          ...(ctx.options.ledger ? ['ledger     usage copied to PostgreSQL (--ledger); usage reads come from it'] : []),
+        ],
         stop: () => server.close(),
       };
     } catch (err) {

@@ -44,9 +44,9 @@ CREATE TABLE keygate_usage (
 -- one row per booking: idempotency is per account, as in Redis (usagereq:{account}:{id})
 CREATE UNIQUE INDEX keygate_usage_booking ON keygate_usage (account, booking_id);
 -- an account's usage in time order: the export of one account, the summary, the page's ledger
-CREATE INDEX keygate_usage_account_time ON keygate_usage (account, booked_at, entry_seq);
+CREATE INDEX keygate_usage_account_time ON keygate_usage (account, booked_at, entry_seq, id);
 -- every account's usage in time order: the export of all accounts
-CREATE INDEX keygate_usage_time ON keygate_usage (booked_at, entry_seq, account);
+CREATE INDEX keygate_usage_time ON keygate_usage (booked_at, entry_seq, account, id);
 -- one key's usage in time order
 CREATE INDEX keygate_usage_key_time ON keygate_usage (key_id, booked_at);
 `,

@@ -29,7 +29,7 @@ export interface UsageHistory {
 
 const ENTRY_COLUMNS = `entry_id, account, key_id, request_id, amount_micros::text AS amount, model, input_tokens::text AS tin, output_tokens::text AS tout,
   cached_input_tokens::text AS tcached, cache_write_tokens::text AS twrite, reasoning_tokens::text AS treason, source, estimated, unpriced,
-  (extract(epoch from booked_at) * 1000)::bigint::text AS ms, entry_seq::text AS seq`;
+  (extract(epoch from booked_at) * 1000)::bigint::text AS ms, entry_seq::text AS seq, id::text AS row_id`;
 
 interface EntryRow {
   entry_id: string;
@@ -48,6 +48,7 @@ interface EntryRow {
   unpriced: boolean;
   ms: string;
   seq: string;
+  row_id: string;
 }
 
 const n = (v: string | null) => (v === null ? null : Number(v));
@@ -77,22 +78,22 @@ const AT = (p: string) => `timestamptz 'epoch' + ${p}::bigint * interval '1 mill
 /** The SQL of the served reads, named (bench/ledger-queries.ts EXPLAINs each). */
 export const LEDGER_SQL = {
   exportAll: `SELECT ${ENTRY_COLUMNS} FROM keygate_usage
-    WHERE booked_at >= ${AT('$1')} AND booked_at < ${AT('$2')} AND (booked_at, entry_seq, account) > (${AT('$3')}, $4::bigint, $5::text)
-    ORDER BY booked_at, entry_seq, account LIMIT $6`,
+    WHERE booked_at >= ${AT('$1')} AND booked_at < ${AT('$2')} AND (booked_at, entry_seq, account, id) > (${AT('$3')}, $4::bigint, $5::text, $7::bigint)
+    ORDER BY booked_at, entry_seq, account, id LIMIT $6`,
   exportAccount: `SELECT ${ENTRY_COLUMNS} FROM keygate_usage
-    WHERE account = $5 AND booked_at >= ${AT('$1')} AND booked_at < ${AT('$2')} AND (booked_at, entry_seq) > (${AT('$3')}, $4::bigint)
-    ORDER BY booked_at, entry_seq LIMIT $6`,
+    WHERE account = $5 AND booked_at >= ${AT('$1')} AND booked_at < ${AT('$2')} AND (booked_at, entry_seq, id) > (${AT('$3')}, $4::bigint, $7::bigint)
+    ORDER BY booked_at, entry_seq, id LIMIT $6`,
   charges: `SELECT ${ENTRY_COLUMNS} FROM keygate_usage
     WHERE account = $1 AND (booked_at, entry_seq) < (${AT('$2')}, $3::bigint)
     ORDER BY booked_at DESC, entry_seq DESC LIMIT $4`,
   sums: (by: 'day' | 'key' | 'model') => {
-    const g = by === 'day' ? `to_char(booked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` : by === 'key' ? 'key_id' : `coalesce(lower(model), '(none)')`;
+    const g = by === 'day' ? `to_char(booked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` : by === 'key' ? 'key_id COLLATE "C"' : `coalesce(lower(model), '(none)') COLLATE "C"`;
     return `SELECT ${g} AS "group", count(*)::text AS requests, sum(amount_micros)::text AS amount,
       sum(coalesce(input_tokens, 0))::text AS input, sum(coalesce(cached_input_tokens, 0))::text AS cached_input,
       sum(coalesce(cache_write_tokens, 0))::text AS cache_write, sum(coalesce(output_tokens, 0))::text AS output,
       sum(coalesce(reasoning_tokens, 0))::text AS reasoning
     FROM keygate_usage WHERE account = $1 AND booked_at >= ${AT('$2')} AND booked_at < ${AT('$3')}
-    GROUP BY 1 ORDER BY 1 COLLATE "C"`;
+    GROUP BY 1 ORDER BY 1`;
   },
 } as const;
 
@@ -111,17 +112,18 @@ export class LedgerReads implements UsageHistory {
     const page = o.pageSize ?? 1000;
     const since = Math.max(0, Math.floor(o.sinceMs));
     const until = o.untilMs === undefined ? END_MS : Math.min(END_MS, Math.floor(o.untilMs));
-    // the cursor: strictly after (ms, seq, account); it starts just before `since`
-    let cursor: [number | string, string, string] = [since - 1, MAX_SEQ, ''];
+    // the cursor: strictly after (ms, seq, account, row id), the order of the index (the row id breaks a tie
+    // a Redis that lost writes could make: a stream id given again); it starts just before `since`
+    let cursor: [number | string, string, string, string] = [since - 1, MAX_SEQ, '', '0'];
     for (;;) {
       const r =
         o.account === undefined
-          ? await this.#pool.query<EntryRow>(LEDGER_SQL.exportAll, [since, until, cursor[0], cursor[1], cursor[2], page])
-          : await this.#pool.query<EntryRow>(LEDGER_SQL.exportAccount, [since, until, cursor[0], cursor[1], o.account, page]);
+          ? await this.#pool.query<EntryRow>(LEDGER_SQL.exportAll, [since, until, cursor[0], cursor[1], cursor[2], page, cursor[3]])
+          : await this.#pool.query<EntryRow>(LEDGER_SQL.exportAccount, [since, until, cursor[0], cursor[1], o.account, page, cursor[3]]);
       for (const row of r.rows) yield entryOf(row);
       if (r.rows.length < page) return;
       const last = r.rows[r.rows.length - 1]!;
-      cursor = [last.ms, last.seq, last.account];
+      cursor = [last.ms, last.seq, last.account, last.row_id];
     }
   }
 

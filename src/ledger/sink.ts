@@ -226,8 +226,22 @@ export class LedgerSink {
       if (r === null) return;
       this.#claimCursor.set(a, r[0]);
       for (const [id, flat] of r[1]) if (flat !== null) out.push({ account: a, id, flat });
+      if (r[2] !== undefined && r[2].length > 0) await this.#lostPending(a, r[2]);
     });
     return out;
+  }
+
+  /**
+   * Entries a dead sink held that the cap cut from the log (XAUTOCLAIM's deleted ids, now out of the
+   * group): those not in the table are lost to the ledger, and counted with the record script's drops.
+   */
+  async #lostPending(a: string, ids: readonly string[]): Promise<void> {
+    const found = await this.#pool.query<{ entry_id: string }>('SELECT entry_id FROM keygate_usage WHERE account = $1 AND entry_id = ANY($2::text[])', [a, ids]);
+    const lost = ids.length - found.rowCount!;
+    if (lost > 0) {
+      await this.#redis.incrby(this.#s.usageDropped(a), lost);
+      this.#log.error({ account: a, dropped: lost }, 'usage log: the cap (KEYGATE_USAGE_LOG_MAX) dropped entries a stopped sink had read and not written; they are not in the ledger');
+    }
   }
 
   /** New entries, up to `room`, from the accounts in turn (the start rotates, so no account waits behind a busy one). */
@@ -282,7 +296,7 @@ export class LedgerSink {
         this.#m?.retries.inc({ stage: 'postgres' });
         this.#log.warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code }, rows: rows.length }, 'ledger sink: PostgreSQL write failed; retrying');
         if (this.#stopping) return false;
-        backoff = Math.min(Math.max(250, backoff * 2), 5000);
+        backoff = Math.min(Math.max(250, backoff * 2), 2000);
         await this.#sleep(backoff);
         if (this.#stopping) return false;
       }

@@ -193,8 +193,9 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
  * or output count is given (tokens = input + output).
  * KEYS 12 usagedrop:{acct}: with the ledger's consumer group on the log (src/ledger), the log is
- * not trimmed by MAXLEN ~ but cut exactly at the cap, and the entries cut before the ledger
- * acknowledged them are counted here (the ledger's sink trims what it acknowledged).
+ * not trimmed by MAXLEN ~ but cut exactly at the cap, and the entries cut before any sink read them
+ * are counted here (the ledger's sink trims what it acknowledged, and counts here the entries it
+ * claims from a dead sink that were cut and are not in the table).
  * KEYS 13 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
  * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
  * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id, events written}
@@ -316,11 +317,11 @@ if ledger then
       am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
       return am > bm or (am == bm and as > bs)
     end
-    local lost, seen = 0, nil
+    -- never delivered to a sink: lost to the ledger (a delivered one is in a sink's hands; one whose sink died is counted by the sink that claims it)
+    local lost = 0
     for _, e in ipairs(cut) do
-      if after(e[1], last) then lost = lost + 1 else seen = e[1] end
+      if after(e[1], last) then lost = lost + 1 end
     end
-    if seen then lost = lost + #redis.call('XPENDING', KEYS[5], '${LEDGER_GROUP}', cut[1][1], seen, over) end
     redis.call('XTRIM', KEYS[5], 'MAXLEN', '=', len - over)
     if lost > 0 then redis.call('INCRBY', KEYS[12], lost) end
   end
