@@ -3,7 +3,9 @@
  * temporary directory), the sink in process and as `bin/keygate ledger`. Every booking once in
  * `keygate_usage`, none lost; the log trimmed only of acknowledged entries; the cap's drops counted.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -157,6 +159,23 @@ describe('usage ledger', () => {
       await con.srv.close();
     }
   });
+
+  it('keygate usage export with KEYGATE_LEDGER_URL prints every booking from the ledger', async () => {
+    const run = (env: Record<string, string>) =>
+      new Promise<string>((resolve, reject) => {
+        const p = spawn(fileURLToPath(new URL('../bin/keygate', import.meta.url)), ['usage', 'export', '--since', '1970-01-01', '--account', 'acme'], { env: { ...process.env, KEYGATE_NODE: process.execPath, REDIS_URL: redis.url, ...env } });
+        let out = '';
+        p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+        p.stderr.on('data', (b: Buffer) => (out += b.toString()));
+        p.on('error', reject);
+        p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${out}`))));
+      });
+    const fromLedger = (await run({ KEYGATE_LEDGER_URL: pgs.url })).trim().split('\n');
+    expect(fromLedger.length).toBe(104);
+    expect(JSON.parse(fromLedger[0]!)).toMatchObject({ request_id: 'r-1', account: 'acme', amount_micros: 7 });
+    // without it: the Redis log, which the ledger trimmed
+    expect((await run({ KEYGATE_LEDGER_URL: '' })).trim()).toBe('');
+  }, 60_000);
 
   it('maps booking_id and price when the entry carries them; keeps unknown fields', () => {
     const r = usageRow('a', '5-1', ['key', 'k', 'req', 'q', 'amount', '9', 'booking_id', 'bk_1', 'price', '{"input":3}', 'tier', 'x']);

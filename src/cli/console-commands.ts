@@ -14,6 +14,7 @@
  */
 import { Option, type Command } from 'commander';
 import { loadConsoleConfig } from '../config.ts';
+import { withLedgerReads } from './ledger-commands.ts';
 import { ConsoleError, isStoreOutage } from '../console/errors.ts';
 import type { KeyUpdate, KeyView } from '../console/keys.ts';
 import { CLI_ACTOR } from '../console/management.ts';
@@ -413,10 +414,13 @@ export function registerConsoleCommands(program: Command): void {
     };
     const since = instant(o.since, '--since');
     const until = o.until === undefined ? undefined : instant(o.until, '--until');
-    await withConsole(o, async (kc) => {
-      for await (const e of kc.exportUsage({ since, until, account: o.account })) {
-        json(usageEntryJson(e));
-      }
-    });
+    await withConsole(o, (kc) =>
+      // with KEYGATE_LEDGER_URL: every booking, from PostgreSQL (docs/ledger.md)
+      withLedgerReads(kc, async () => {
+        for await (const e of kc.exportUsage({ since, until, account: o.account })) {
+          json(usageEntryJson(e));
+        }
+      }),
+    );
   });
 }

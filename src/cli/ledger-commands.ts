@@ -7,7 +7,23 @@ import { createServer } from 'node:http';
 import type { Command } from 'commander';
 import { ConfigError, loadConsoleConfig } from '../config.ts';
 import { ledgerUrlOf } from '../console-api/config.ts';
+import type { ConsoleService } from '../console/service.ts';
 import { stopOnSignals } from './signals.ts';
+
+/** With KEYGATE_LEDGER_URL set, `fn` runs with the console's usage reads on the ledger (no migration from a CLI read). */
+export async function withLedgerReads<T>(kc: ConsoleService, fn: () => Promise<T>): Promise<T> {
+  const url = ledgerUrlOf(process.env);
+  if (url === undefined) return fn();
+  const [{ openLedger }, { createLogger }] = await Promise.all([import('../ledger/index.ts'), import('../telemetry/logger.ts')]);
+  const l = await openLedger(url, createLogger(process.env.KEYGATE_LOG_LEVEL ?? 'warn'), { max: 1, migrate: false });
+  kc.useUsageHistory(l.reads);
+  try {
+    return await fn();
+  } finally {
+    kc.useUsageHistory(null);
+    await l.close();
+  }
+}
 
 export function registerLedgerCommands(program: Command): void {
   const ledger = program
