@@ -11,7 +11,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyConsole } from '../src/console/service.ts';
 import { ledgerPage } from '../src/console/ledger.ts';
-import { LedgerReads, LedgerSink, migrate, usageRow } from '../src/ledger/index.ts';
+import { LedgerReads, LedgerSink, migrate } from '../src/ledger/index.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';
 import { LEDGER_GROUP } from '../src/ledger/scripts.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -177,10 +177,19 @@ describe('usage ledger', () => {
     expect((await run({ KEYGATE_LEDGER_URL: '' })).trim()).toBe('');
   }, 60_000);
 
-  it('maps booking_id and price when the entry carries them; keeps unknown fields', () => {
-    const r = usageRow('a', '5-1', ['key', 'k', 'req', 'q', 'amount', '9', 'booking_id', 'bk_1', 'price', '{"input":3}', 'tier', 'x']);
-    expect(r).toMatchObject({ booking_id: 'bk_1', request_id: 'q', price: '{"input":3}', extra: '{"tier":"x"}', entry_ms: '5', entry_seq: '1' });
-    expect(usageRow('a', '5-1', ['key', 'k', 'req', 'q', 'amount', '-9'])).toMatch(/amount/);
+  it('an entry PostgreSQL could not store as it is (a NUL in a field) does not hold up the log', async () => {
+    // written by hand: a metered model name is the upstream's text, and PostgreSQL's text holds no NUL
+    await db.xadd(s.usageLog('acme'), '*', 'key', keyId, 'req', 'nul-1', 'amount', '5', 'model', 'evil\u0000model', 'src', 'meter');
+    await book('acme', ['after-nul']);
+    const sink = new LedgerSink(db, pool, s, log, { pollMs: 20, accountsEveryMs: 50 });
+    sink.start();
+    try {
+      await until('both rows', async () => (await pool.query("SELECT model FROM keygate_usage WHERE booking_id IN ('nul-1', 'after-nul') ORDER BY booking_id")).rowCount === 2, 10_000);
+      expect((await pool.query("SELECT model FROM keygate_usage WHERE booking_id = 'nul-1'")).rows[0].model).toBe('evil\uFFFDmodel');
+      await until('nothing pending', async () => ((await db.xpending(s.usageLog('acme'), LEDGER_GROUP)) as [number])[0] === 0);
+    } finally {
+      await sink.stop();
+    }
   });
 
   it('a sink SIGKILLed between its commit and its acknowledgement: another claims the entries, nothing twice', async () => {

@@ -56,7 +56,8 @@ export interface LedgerRow {
 
 /** The fields mapped to columns; any other field goes to `extra`. */
 const KNOWN = new Set(['booking_id', 'key', 'req', 'amount', 'model', 'in', 'out', 'cached_in', 'cache_write', 'reasoning', 'src', 'est', 'unpriced', 'price']);
-const DIGITS = /^\d{1,19}$/;
+/** Amounts and counts: at most 18 digits, so every one fits a bigint (keygate writes at most 10^15). */
+const DIGITS = /^\d{1,18}$/;
 const ENTRY_ID = /^(\d{1,16})-(\d{1,16})$/;
 
 /**
@@ -66,7 +67,8 @@ const ENTRY_ID = /^(\d{1,16})-(\d{1,16})$/;
  */
 export function usageRow(account: string, entryId: string, flat: readonly string[]): LedgerRow | string {
   const f = new Map<string, string>();
-  for (let i = 0; i + 1 < flat.length; i += 2) f.set(flat[i]!, flat[i + 1]!);
+  // PostgreSQL's text and jsonb hold no NUL: one in a field (a hostile upstream's model name) becomes U+FFFD
+  for (let i = 0; i + 1 < flat.length; i += 2) f.set(flat[i]!.replace(/\0/g, '\uFFFD'), flat[i + 1]!.replace(/\0/g, '\uFFFD'));
   const id = ENTRY_ID.exec(entryId);
   if (!id) return `entry id ${entryId.slice(0, 40)} is not {ms}-{seq}`;
   const amount = f.get('amount') ?? '';

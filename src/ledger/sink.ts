@@ -285,11 +285,12 @@ export class LedgerSink {
     let backoff = 0;
     for (;;) {
       try {
-        const inserted = await this.#insert(rows);
+        const [inserted, refused] = await this.#insertOrSkip(rows);
+        const dup = rows.length - inserted - refused;
         this.written += inserted;
-        this.duplicates += rows.length - inserted;
+        this.duplicates += dup;
         this.#m?.rows.inc({ result: 'written' }, inserted);
-        if (rows.length > inserted) this.#m?.rows.inc({ result: 'duplicate' }, rows.length - inserted);
+        if (dup > 0) this.#m?.rows.inc({ result: 'duplicate' }, dup);
         return true;
       } catch (err) {
         this.retries++;
@@ -301,6 +302,33 @@ export class LedgerSink {
         if (this.#stopping) return false;
       }
     }
+  }
+
+  /**
+   * `#insert`, and when PostgreSQL refuses the data itself (SQLSTATE class 22: a value out of range,
+   * bad text), row by row: a row it refuses is logged, counted and left out, so that one bad entry
+   * never holds up the log. Any other error (connection, server) is thrown for the retry.
+   */
+  async #insertOrSkip(rows: readonly LedgerRow[]): Promise<[inserted: number, refused: number]> {
+    try {
+      return [await this.#insert(rows), 0];
+    } catch (err) {
+      if (!String((err as { code?: string }).code ?? '').startsWith('22') || rows.length === 0) throw err;
+    }
+    let inserted = 0;
+    let refused = 0;
+    for (const row of rows) {
+      try {
+        inserted += await this.#insert([row]);
+      } catch (err) {
+        const code = String((err as { code?: string }).code ?? '');
+        if (!code.startsWith('22')) throw err;
+        refused++;
+        this.#m?.rejected.inc();
+        this.#log.error({ account: row.account, entry: row.entry_id, code, problem: (err as Error).message }, 'usage log entry refused by PostgreSQL; acknowledged without a row');
+      }
+    }
+    return [inserted, refused];
   }
 
   async #insert(rows: readonly LedgerRow[]): Promise<number> {
