@@ -60,6 +60,11 @@ const MIGRATION_LOCK = 7_242_037_001;
 export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
   const applied: number[] = [];
   const client = await pool.connect();
+  let broken: Error | undefined;
+  const lost = (err: Error) => {
+    broken = err; // the server went away between statements: the next one fails, and the process lives
+  };
+  client.on('error', lost);
   try {
     await client.query('CREATE TABLE IF NOT EXISTS keygate_ledger_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())').catch(async (err: unknown) => {
       // two processes creating the table at once: one wins, the other sees a unique violation
@@ -82,7 +87,8 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
       }
     }
   } finally {
-    client.release();
+    client.off('error', lost);
+    client.release(broken);
   }
   return applied;
 }

@@ -335,6 +335,12 @@ export class LedgerSink {
     if (rows.length === 0) return 0;
     const client = await this.#pool.connect();
     let broken: Error | undefined;
+    // The server going away between two statements (a restart, 57P01) is an 'error' event on the
+    // checked-out client, not a rejected query: without a listener it would end the process.
+    const lost = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       let inserted = 0;
@@ -350,6 +356,7 @@ export class LedgerSink {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
     } finally {
+      client.off('error', lost);
       client.release(broken);
     }
   }
