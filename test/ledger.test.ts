@@ -177,6 +177,21 @@ describe('usage ledger', () => {
     expect((await run({ KEYGATE_LEDGER_URL: '' })).trim()).toBe('');
   }, 60_000);
 
+  it('consumers of stopped sinks with nothing pending leave the group', async () => {
+    const key = s.usageLog('acme');
+    await db.xgroup('CREATECONSUMER', key, LEDGER_GROUP, 'gone-sink');
+    await new Promise((r) => setTimeout(r, 300));
+    const names = async () => ((await db.xinfo('CONSUMERS', key, LEDGER_GROUP)) as unknown[][]).map((c) => String(c[1]));
+    expect(await names()).toContain('gone-sink');
+    const sink = new LedgerSink(db, pool, s, log, { pollMs: 20, accountsEveryMs: 50, forgetIdleMs: 200 });
+    sink.start();
+    try {
+      await until('gone-sink removed', async () => !(await names()).includes('gone-sink'), 10_000);
+    } finally {
+      await sink.stop();
+    }
+  });
+
   it('an entry PostgreSQL could not store as it is (a NUL in a field) does not hold up the log', async () => {
     // written by hand: a metered model name is the upstream's text, and PostgreSQL's text holds no NUL
     await db.xadd(s.usageLog('acme'), '*', 'key', keyId, 'req', 'nul-1', 'amount', '5', 'model', 'evil\u0000model', 'src', 'meter');

@@ -36,6 +36,8 @@ export interface SinkOptions {
   readonly accountsEveryMs?: number;
   /** Accounts read at once (default 16). */
   readonly concurrency?: number;
+  /** A consumer of the group with nothing pending and idle this long (a stopped sink) is removed (default 1 h). */
+  readonly forgetIdleMs?: number;
   /** Test hook (KEYGATE_LEDGER_TEST_PAUSE_AFTER_COMMIT_MS): pause this long between a commit and its acknowledgement. */
   readonly pauseAfterCommitMs?: number;
   readonly metrics?: LedgerMetrics;
@@ -78,6 +80,7 @@ export class LedgerSink {
   #start = 0;
   #nextAccounts = 0;
   #nextClaim = 0;
+  #nextForget = 0;
   #stopping = false;
   #loop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
@@ -103,6 +106,7 @@ export class LedgerSink {
       accountsEveryMs: o.accountsEveryMs ?? 2000,
       concurrency: o.concurrency ?? 16,
       pauseAfterCommitMs: o.pauseAfterCommitMs ?? 0,
+      forgetIdleMs: o.forgetIdleMs ?? 3_600_000,
     };
   }
 
@@ -208,6 +212,24 @@ export class LedgerSink {
     });
     this.#m?.dropped.set(this.dropped);
     this.#m?.lag.set(this.lagMs / 1000);
+    if (Date.now() >= this.#nextForget) {
+      this.#nextForget = Date.now() + Math.max(1000, Math.floor(this.#o.forgetIdleMs / 4));
+      await this.#each(accounts, (a) => this.#forgetStopped(a));
+    }
+  }
+
+  /** Consumers of stopped sinks (nothing pending, idle past forgetIdleMs) leave the group; a live one idle that long comes back on its next read. */
+  async #forgetStopped(a: string): Promise<void> {
+    const key = this.#s.usageLog(a);
+    const list = (await this.#redis.xinfo('CONSUMERS', key, LEDGER_GROUP).catch(() => [])) as unknown[][];
+    for (const c of list) {
+      const f = new Map<string, unknown>();
+      for (let i = 0; i + 1 < c.length; i += 2) f.set(String(c[i]), c[i + 1]);
+      const name = String(f.get('name'));
+      if (name !== this.consumer && Number(f.get('pending')) === 0 && Number(f.get('idle')) > this.#o.forgetIdleMs) {
+        await this.#redis.xgroup('DELCONSUMER', key, LEDGER_GROUP, name);
+      }
+    }
   }
 
   /** Runs `f` over the accounts, `concurrency` at a time. */
