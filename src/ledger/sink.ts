@@ -319,7 +319,7 @@ export class LedgerSink {
         this.#m?.retries.inc({ stage: 'postgres' });
         this.#log.warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code }, rows: rows.length }, 'ledger sink: PostgreSQL write failed; retrying');
         if (this.#stopping) return false;
-        backoff = Math.min(Math.max(250, backoff * 2), 2000);
+        backoff = Math.min(Math.max(250, backoff * 2), 1000);
         await this.#sleep(backoff);
         if (this.#stopping) return false;
       }
