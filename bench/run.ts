@@ -80,7 +80,7 @@ const { values: opt } = parseArgs({
     /**
      * Which parts to run, comma-separated (default all): hot (cases 1-3 and 5, the targets table),
      * cold, memory, extra (propagation, model scan), metering (bench/ext-proc.ts), rate
-     * (bench/rate.ts), money (bench/money.ts), events (bench/events.ts), ab (bench/ab.ts against --baseline).
+     * (bench/rate.ts), money (bench/money.ts), events (bench/events.ts), ledger (bench/ledger-booking.ts), ab (bench/ab.ts against --baseline).
      */
     only: { type: 'string' },
     /** Body sizes of case 3, comma-separated KiB (default 1,64,1024). */
@@ -89,7 +89,7 @@ const { values: opt } = parseArgs({
     baseline: { type: 'string' },
   },
 });
-const GROUPS = ['hot', 'cold', 'memory', 'extra', 'metering', 'rate', 'money', 'events', 'ab'];
+const GROUPS = ['hot', 'cold', 'memory', 'extra', 'metering', 'rate', 'money', 'events', 'ledger', 'ab'];
 const only = opt.only ? opt.only.split(',').map((x) => x.trim()) : GROUPS;
 for (const g of only) if (!GROUPS.includes(g)) throw new Error(`--only: ${g} is not one of ${GROUPS.join(', ')}`);
 const has = (g: string) => only.includes(g);
@@ -571,6 +571,10 @@ async function main(): Promise<void> {
       if (has('events')) {
         log('events bench');
         extra.push('## Events beside the hot path (bench/events.ts)', '', await runExtra('events.ts', [...args, ...timing]), '');
+      }
+      if (has('ledger')) {
+        log('usage ledger bench');
+        extra.push('## The usage ledger beside booking (bench/ledger-booking.ts)', '', await runExtra('ledger-booking.ts', [...args, ...timing]), '');
       }
       if (has('ab') && opt.baseline) {
         for (const [c, shape] of [['valid', '4x16'], ['valid', '1x1'], ['malformed', '4x16']] as const) {

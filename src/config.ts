@@ -138,6 +138,8 @@ export const configSchema = z.object({
   countUsage: bool.default(true),
   meter: bool.default(true),
   meterForceUsage: bool.default(true),
+  /** Usage-log entries kept per account in Redis (the hard cap; with a ledger only acknowledged entries are trimmed below it). */
+  usageLogMax: z.coerce.number().int().min(100).max(100_000_000).default(100_000),
   meterMaxStreams: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   meterMaxStreamMs: z.coerce.number().int().min(1000).max(24 * 3600_000).default(15 * 60_000),
   meterFlushMs: z.coerce.number().int().min(10).max(1000).default(250),
@@ -195,6 +197,7 @@ export const ENV: { readonly [K in keyof Config]: string } = {
   countUsage: 'KEYGATE_COUNT_USAGE',
   meter: 'KEYGATE_METER',
   meterForceUsage: 'KEYGATE_METER_FORCE_USAGE',
+  usageLogMax: 'KEYGATE_USAGE_LOG_MAX',
   meterMaxStreams: 'KEYGATE_METER_MAX_STREAMS',
   meterMaxStreamMs: 'KEYGATE_METER_MAX_STREAM_MS',
   meterFlushMs: 'KEYGATE_METER_FLUSH_MS',
@@ -240,7 +243,7 @@ function parseSettings<T>(keys: readonly (keyof Config)[], schema: z.ZodType<T>,
 }
 
 /** The settings the console commands read; the sidecar's other settings never stop them. */
-export const CONSOLE_SETTINGS = ['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet'] as const;
+export const CONSOLE_SETTINGS = ['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet', 'usageLogMax'] as const;
 export type ConsoleConfig = Pick<Config, (typeof CONSOLE_SETTINGS)[number]>;
 
 /** The console's settings only (Redis URL, namespace, key prefix, wallets required): flags over environment. */

@@ -20,6 +20,7 @@ const BAD: { [K in keyof Config]: string[] } = {
   endpoints: ['/nonexistent/keygate-endpoints.yaml'],
   meter: ['maybe'],
   meterForceUsage: ['2'],
+  usageLogMax: ['99', 'x', '-1', '1.5'],
   meterMaxStreams: ['0', '-1', 'x', '1.5'],
   meterMaxStreamMs: ['999', 'x'],
   meterFlushMs: ['5', '1001'],

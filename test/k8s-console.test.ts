@@ -35,9 +35,11 @@ describe('deploy/k8s/console', () => {
 
   it('runs `keygate console` with settings it accepts; secrets come from a Secret, never inline', () => {
     expect(container.args).toEqual(['console']);
-    for (const e of container.env as Obj[]) expect([...Object.values(ENV), ...Object.values(CONSOLE_ENV), 'KEYGATE_REVEAL_KEY'], e.name).toContain(e.name);
+    for (const e of container.env as Obj[]) expect([...Object.values(ENV), ...Object.values(CONSOLE_ENV), 'KEYGATE_REVEAL_KEY', 'KEYGATE_LEDGER_URL'], e.name).toContain(e.name);
     const secret = (container.env as Obj[]).filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);
-    expect(secret.sort()).toEqual(['KEYGATE_CREDENTIAL_KEY', 'KEYGATE_REVEAL_KEY', 'REDIS_URL']);
+    expect(secret.sort()).toEqual(['KEYGATE_CREDENTIAL_KEY', 'KEYGATE_LEDGER_URL', 'KEYGATE_REVEAL_KEY', 'REDIS_URL']);
+    // the usage ledger is optional: a Secret without `ledger-url` leaves the console Redis-only
+    expect((container.env as Obj[]).find((e) => e.name === 'KEYGATE_LEDGER_URL')!.valueFrom.secretKeyRef).toEqual({ name: 'keygate-console', key: 'ledger-url', optional: true });
     const config = loadConsoleApiConfig({}, plainEnv);
     expect(container.ports[0].containerPort).toBe(config.port);
     expect(config.trustProxy).toBe(1);

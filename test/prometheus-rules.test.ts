@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { findOnPath } from '../src/dev/index.ts';
 import { callApi, startTestConsole, type TestConsole } from './helpers/console-api.ts';
+import { startPostgres, type PostgresServer } from './helpers/postgres.ts';
 import { destroyRedis, freePort, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, startTestSidecar, waitFor, type TestSidecar } from './helpers/sidecars.ts';
 
@@ -83,6 +84,8 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
         ['last_over_time(keygate_build_info[1d])\n        for: 2m', 'last_over_time(keygate_build_info[1d])\n        for: 5m'],
         ['up == 0 and on (job, instance) last_over_time(keygate_console_process_start_time_seconds[1d])', 'up == 0'],
         ['absent(keygate_build_info)\n        for: 10m', 'absent(keygate_build_info)\n        for: 30m'],
+        ['max(keygate_ledger_lag_seconds) > 300', 'max(keygate_ledger_lag_seconds) > 900'],
+        ['max(delta(keygate_usage_log_dropped_unacknowledged[15m])) > 0', 'max(delta(keygate_usage_log_dropped_unacknowledged[15m])) > 5'],
       ] as const) {
         expect(text).toContain(from);
         writeFileSync(join(dir, 'keygate-rules.yaml'), text.replace(from, to));
@@ -96,6 +99,7 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
 
   describe('a real Prometheus scraping a running sidecar and console', () => {
     let redis: RedisServer;
+    let pgs: PostgresServer | undefined;
     let sc: TestSidecar;
     let con: TestConsole;
     let prom: ChildProcess | undefined;
@@ -112,7 +116,8 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
     beforeAll(async () => {
       redis = await startRedis();
       sc = await startTestSidecar(redis.url, { metricsAccountLabels: true });
-      con = await startTestConsole(redis.url, 'acct-ops');
+      pgs = await startPostgres(); // the console runs the usage ledger's sink: its metrics are scraped too
+      con = await startTestConsole(redis.url, 'acct-ops', { KEYGATE_LEDGER_URL: pgs.url });
       // Some traffic: a deny at the sidecar, answered and refused calls at the console.
       await sc.client.check(chatRequest('kg_not-a-key'));
       await callApi(con.base, 'GET', '/v1/usage', { token: con.admin });
@@ -157,6 +162,7 @@ describe.skipIf(missing)(`Prometheus rules and Grafana dashboard (${missing ? 's
       }
       await sc?.close();
       await con?.srv.close();
+      await pgs?.destroy();
       if (redis) await destroyRedis(redis);
       if (dir) rmSync(dir, { recursive: true, force: true });
     });

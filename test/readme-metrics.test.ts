@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestConsole, type TestConsole } from './helpers/console-api.ts';
+import { startPostgres, type PostgresServer } from './helpers/postgres.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
 
@@ -18,6 +19,7 @@ const defaults = (n: string) => /^(keygate_console_)?(process|nodejs)_/.test(n);
 
 describe('every exported metric is documented', () => {
   let redis: RedisServer;
+  let pgs: PostgresServer | undefined;
   let sc: TestSidecar;
   let con: TestConsole;
   let names: string[];
@@ -25,7 +27,8 @@ describe('every exported metric is documented', () => {
   beforeAll(async () => {
     redis = await startRedis();
     sc = await startTestSidecar(redis.url, { metricsAccountLabels: true });
-    con = await startTestConsole(redis.url, 'acct-docs');
+    pgs = await startPostgres(); // the console with the usage ledger: its metrics are listed too
+    con = await startTestConsole(redis.url, 'acct-docs', { KEYGATE_LEDGER_URL: pgs.url });
     const sidecar = await (await fetch(`http://127.0.0.1:${sc.sidecar.adminPort}/metrics`)).text();
     const console = await (await fetch(`${con.base}/metrics`)).text();
     names = [...new Set([...typeNames(sidecar), ...typeNames(console)])].filter((n) => !defaults(n)).sort();
@@ -34,11 +37,12 @@ describe('every exported metric is documented', () => {
   afterAll(async () => {
     await sc?.close();
     await con?.srv.close();
+    await pgs?.destroy();
     if (redis) await destroyRedis(redis);
   });
 
   it('scrapes the metering, per-account and console metrics (the check is not vacuous)', () => {
-    expect(names).toEqual(expect.arrayContaining(['keygate_decisions_total', 'keygate_metering_bookings_total', 'keygate_account_decisions_total', 'keygate_console_requests_total']));
+    expect(names).toEqual(expect.arrayContaining(['keygate_decisions_total', 'keygate_metering_bookings_total', 'keygate_account_decisions_total', 'keygate_console_requests_total', 'keygate_ledger_lag_seconds']));
     expect(names.length).toBeGreaterThan(25);
   });
 

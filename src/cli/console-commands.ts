@@ -15,6 +15,7 @@
  */
 import { Option, type Command } from 'commander';
 import { loadConsoleConfig } from '../config.ts';
+import { withLedgerReads } from './ledger-commands.ts';
 import { ConsoleError, isStoreOutage } from '../console/errors.ts';
 import type { KeyUpdate, KeyView } from '../console/keys.ts';
 import { CLI_ACTOR } from '../console/management.ts';
@@ -46,7 +47,7 @@ export function common(cmd: Command): Command {
  */
 export async function withConsole<T>(o: Common, fn: (mc: ConsoleService) => Promise<T>): Promise<T> {
   const config = loadConsoleConfig({ redisUrl: o.redis });
-  const kc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet });
+  const kc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, requireWallet: config.requireWallet, usageLogMaxEntries: config.usageLogMax });
   try {
     return await fn(kc);
   } catch (err) {
@@ -447,10 +448,13 @@ export function registerConsoleCommands(program: Command): void {
     };
     const since = instant(o.since, '--since');
     const until = o.until === undefined ? undefined : instant(o.until, '--until');
-    await withConsole(o, async (kc) => {
-      for await (const e of kc.exportUsage({ since, until, account: o.account })) {
-        json(usageEntryJson(e));
-      }
-    });
+    await withConsole(o, (kc) =>
+      // with KEYGATE_LEDGER_URL: every booking, from PostgreSQL (docs/ledger.md)
+      withLedgerReads(kc, async () => {
+        for await (const e of kc.exportUsage({ since, until, account: o.account })) {
+          json(usageEntryJson(e));
+        }
+      }),
+    );
   });
 }

@@ -13,6 +13,8 @@ import { registerEventCommands } from './event-commands.ts';
 import { registerPriceCommands } from './price-commands.ts';
 import { registerMemberCommands } from './member-commands.ts';
 import { registerCredentialCommands } from './credential-commands.ts';
+import { registerLedgerCommands } from './ledger-commands.ts';
+import { ledgerUrlOf } from '../console-api/config.ts';
 import { stopOnSignals } from './signals.ts';
 import { refuseConflictingOptions } from './option-conflicts.ts';
 
@@ -107,7 +109,8 @@ export function buildProgram(): Command {
     .option('--sso', 'also start a local OpenID provider with demo people, and offer "Sign in with SSO" on the page (development only)')
     .option('--sso-port <n>', 'port of that provider (default 9005)', intArg('--sso-port'))
     .option('--upstream-credential-env <var>', "the gateway's own upstream credential, from this environment variable: added where an account has none of its own (docs/credentials.md)")
-    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; sso?: boolean; ssoPort?: number; upstreamCredentialEnv?: string }) => {
+    .option('--ledger <url>', 'copy usage into this PostgreSQL (postgres://…) and read usage from it (docs/ledger.md); default: Redis only')
+    .action(async (o: { dir?: string; redisPort?: number; grpcPort?: number; httpPort?: number; adminPort?: number; gatewayPort?: number; consolePort?: number; upstream?: string; sso?: boolean; ssoPort?: number; upstreamCredentialEnv?: string; ledger?: string }) => {
       const [{ startDev, DevError }, { createLogger }, pino] = await Promise.all([import('../dev/index.ts'), import('../telemetry/logger.ts'), import('pino')]);
       if (o.upstream !== undefined && !/^https?:\/\/[^\s/]+/.test(o.upstream)) throw new UsageError('--upstream must be an http:// or https:// URL');
       // Logs go to stderr; stdout carries the banner.
@@ -123,6 +126,7 @@ export function buildProgram(): Command {
         ...(o.upstream ? { upstream: o.upstream } : {}),
         ...(o.sso ? { sso: true, ssoPort: o.ssoPort } : {}),
         ...(o.upstreamCredentialEnv !== undefined ? { upstreamCredential: gatewayCredential(o.upstreamCredentialEnv) } : {}),
+        ...(o.ledger ? { ledger: ledgerUrlOf({ KEYGATE_LEDGER_URL: o.ledger }) } : {}),
       };
       let dev;
       try {
@@ -152,6 +156,7 @@ export function buildProgram(): Command {
   registerPriceCommands(program);
   registerMemberCommands(program);
   registerCredentialCommands(program);
+  registerLedgerCommands(program);
   return refuseConflictingOptions(program);
 }
 

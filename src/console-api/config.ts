@@ -75,11 +75,29 @@ export type ConsoleApiConfig = z.infer<typeof consoleApiConfigSchema> & {
   readonly logLevel: string;
   readonly drainDelayMs: number;
   readonly shutdownTimeoutMs: number;
+  /** `KEYGATE_USAGE_LOG_MAX`: the per-account cap of the Redis usage log. */
+  readonly usageLogMax: number;
+  /** `KEYGATE_LEDGER_URL` (postgres://…): the usage ledger (src/ledger); undefined = Redis only. */
+  readonly ledgerUrl?: string;
 };
+
+/** `KEYGATE_LEDGER_URL`, checked: a postgres:// or postgresql:// URL, or unset. */
+export function ledgerUrlOf(env: NodeJS.ProcessEnv): string | undefined {
+  const v = env.KEYGATE_LEDGER_URL?.trim();
+  if (v === undefined || v === '') return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError('invalid setting KEYGATE_LEDGER_URL: must be a postgres:// URL');
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new ConfigError('invalid setting KEYGATE_LEDGER_URL: must be a postgres:// URL');
+  return v;
+}
 
 export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string } = {}, env: NodeJS.ProcessEnv = process.env): ConsoleApiConfig {
   // The sidecar's settings this process uses, and only those: a bad sidecar setting never stops it.
-  const shared = loadSettings(['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet', 'logLevel', 'drainDelayMs', 'shutdownTimeoutMs'], { redisUrl: flags.redisUrl }, env);
+  const shared = loadSettings(['redisUrl', 'redisNamespace', 'keyPrefix', 'requireWallet', 'logLevel', 'drainDelayMs', 'shutdownTimeoutMs', 'usageLogMax'], { redisUrl: flags.redisUrl }, env);
   if (shared.drainDelayMs >= shared.shutdownTimeoutMs) throw new ConfigError('invalid setting KEYGATE_DRAIN_DELAY_MS: must be less than KEYGATE_SHUTDOWN_TIMEOUT_MS');
   const raw: Record<string, unknown> = {};
   for (const [k, name] of Object.entries(CONSOLE_ENV)) {
@@ -103,6 +121,8 @@ export function loadConsoleApiConfig(flags: { port?: number; redisUrl?: string }
     logLevel: shared.logLevel,
     drainDelayMs: shared.drainDelayMs,
     shutdownTimeoutMs: shared.shutdownTimeoutMs,
+    usageLogMax: shared.usageLogMax,
+    ledgerUrl: ledgerUrlOf(env),
   };
 }
 

@@ -12,6 +12,7 @@ import { shutdownSequence } from '../lifecycle.ts';
 import type { ConsoleApiConfig } from './config.ts';
 import { buildConsoleApp, type ServedRoute } from './server.ts';
 import { startEventDelivery, type EventDelivery } from '../events/service.ts';
+import type { RunningLedger } from '../ledger/run.ts';
 
 export interface ConsoleServer {
   readonly port: number;
@@ -31,12 +32,19 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 /** `oidcClockSkewSeconds`: tests only, a clock this far off for the ID token's time checks. */
 export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: { revealKey?: string; credentialKey?: string; oidcClockSkewSeconds?: number } = {}): Promise<ConsoleServer> {
   // `wallet.enforced` is what the live sidecars publish; this console's own setting only when none has.
-  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, credentialKey: opts.credentialKey, requireWallet: config.requireWallet });
+  const mc = new ConsoleService({ redis: config.redisUrl, namespace: config.redisNamespace, keyPrefix: config.keyPrefix, revealKey: opts.revealKey, credentialKey: opts.credentialKey, requireWallet: config.requireWallet, usageLogMaxEntries: config.usageLogMax });
   let draining = false;
   const ready = () => !draining && mc.redis.status === 'ready';
   let events: EventDelivery | undefined;
+  let ledger: RunningLedger | undefined;
   try {
-    const { app, routes } = await buildConsoleApp(mc, { config, version, ready, oidcClockSkewSeconds: opts.oidcClockSkewSeconds }, log);
+    const { app, routes, registry } = await buildConsoleApp(mc, { config, version, ready, oidcClockSkewSeconds: opts.oidcClockSkewSeconds }, log);
+    if (config.ledgerUrl !== undefined) {
+      // the usage ledger (docs/ledger.md): migrated at start, its sink run here unless KEYGATE_LEDGER_SINK=false, the usage reads from it
+      const { runLedger } = await import('../ledger/run.ts');
+      ledger = await runLedger({ ledgerUrl: config.ledgerUrl, redisUrl: config.redisUrl, namespace: config.redisNamespace, log, registry, sink: process.env.KEYGATE_LEDGER_SINK !== 'false' });
+      mc.useUsageHistory(ledger.ledger.reads);
+    }
     events = startEventDelivery(mc, log, { revealKey: opts.revealKey }); // webhook delivery (docs/events.md)
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();
@@ -50,6 +58,7 @@ export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: 
         },
         transports: [
           { name: 'events', close: (timeoutMs) => events!.stop(timeoutMs) },
+          { name: 'ledger', close: async () => ledger?.close() },
           {
             name: 'console',
             close: async (timeoutMs) => {
@@ -70,6 +79,7 @@ export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: 
     return { port, app, console: mc, routes, ready, shutdown: () => stop(config.drainDelayMs), close: () => stop(0) };
   } catch (err) {
     await events?.stop();
+    await ledger?.close();
     await mc.close();
     throw err;
   }

@@ -53,16 +53,19 @@ export async function ledgerPage(mc: ConsoleService, account: string, o: { limit
   const c = o.cursor;
   // Charges strictly after the cursor in ledger order: before its stream id (exclusive), or up to the end of its millisecond after a credit.
   const end = c === null ? '+' : USAGE_ID.test(c.id) ? `(${c.id}` : `${c.time}`;
-  const [rows, credits] = await Promise.all([
-    redis.xrevrange(s.usageLog(account), end, '-', 'COUNT', o.limit + 1) as Promise<[string, string[]][]>,
+  const h = mc.usageHistory; // the usage ledger (src/ledger), when configured: every charge, not only the Redis log's
+  const upTo = c === null ? null : USAGE_ID.test(c.id) ? { ms: Number(c.id.split('-')[0]), seq: Number(c.id.split('-')[1]) } : { ms: c.time, seq: Number.MAX_SAFE_INTEGER };
+  const [charges, credits] = await Promise.all([
+    h !== null
+      ? h.charges(account, upTo, o.limit + 1)
+      : (redis.xrevrange(s.usageLog(account), end, '-', 'COUNT', o.limit + 1) as Promise<[string, string[]][]>).then((rows) => rows.map(([id, flat]) => parseUsageEntry(account, id, flat))),
     redis.hgetall(s.credits(account)),
   ]);
   const entries: LedgerEntry[] = [];
-  for (const [id, flat] of rows) {
-    const u = parseUsageEntry(account, id, flat);
+  for (const u of charges) {
     const rule = u.price?.rule;
     const price = typeof rule === 'string' && rule !== 'recorded' ? { price: { rule, model: typeof u.price!.model === 'string' ? u.price!.model : null } } : {};
-    entries.push({ id, time: u.time, type: 'charge', amountMicros: -u.amountMicros, reference: null, requestId: u.requestId, keyId: u.keyId, model: u.model, ...price });
+    entries.push({ id: u.id, time: u.time, type: 'charge', amountMicros: -u.amountMicros, reference: null, requestId: u.requestId, keyId: u.keyId, model: u.model, ...price });
   }
   for (const [reference, value] of Object.entries(credits)) {
     const m = /^(\d{1,16}):(\d{1,16})$/.exec(value);

@@ -39,13 +39,16 @@ import type { Actor, AuditAction, AuditEvent, IdempotencyClaim, TokenRecord } fr
 import type { RateSettings, RatesPatch } from './rates.ts';
 import { priceJson, validatePrice, type PriceBook, type PriceEntry, type PriceInput } from './prices.ts';
 import type { CreditResult, UsageInput, UsageResult } from './wallet.ts';
-import { summarizeUsage, summarySpan, type UsageGrouping, type UsageSummary } from './usage-summary.ts';
+import { summarizeUsage, summaryOfSums, summarySpan, type UsageGrouping, type UsageSummary } from './usage-summary.ts';
+import type { UsageHistory } from '../ledger/reads.ts';
+import { validateAccountId } from './validate.ts';
 import { bareModelReadings, liveSidecars, type BareModels } from '../store/sidecar-settings.ts';
 
 export type { KeyConsoleOptions } from './context.ts';
 
 export class ConsoleService {
   readonly #c: ConsoleContext;
+  #history: UsageHistory | null = null;
 
   constructor(opts: KeyConsoleOptions) {
     this.#c = new ConsoleContext(opts);
@@ -241,13 +244,29 @@ export class ConsoleService {
     const ms = (v: Date | number) => (v instanceof Date ? v.getTime() : v);
     const sinceMs = ms(o.since);
     if (!Number.isFinite(sinceMs) || sinceMs < 0) throw new ConsoleError('INVALID_INPUT', 'since must be a valid instant');
-    return this.#c.money.exportUsage({ sinceMs, untilMs: o.until === undefined ? undefined : ms(o.until), account: o.account });
+    const q = { sinceMs, untilMs: o.until === undefined ? undefined : ms(o.until), account: o.account };
+    if (this.#history !== null) return this.#history.exportUsage({ ...q, account: q.account === undefined ? undefined : validateAccountId(q.account) });
+    return this.#c.money.exportUsage(q);
   }
 
   /** The account's usage log from `since` to `until` summed per day, key or model. */
   usageSummary(account: string, o: { since: number; until: number; groupBy: UsageGrouping }): Promise<UsageSummary> {
     const span = summarySpan(o.since, o.until);
+    const h = this.#history;
+    if (h !== null) return h.sums(validateAccountId(account), span.since, span.until, o.groupBy).then((rows) => summaryOfSums(account, rows, span, o.groupBy));
     return summarizeUsage(account, this.exportUsage({ ...span, account }), span, o.groupBy);
+  }
+
+  /**
+   * The usage ledger (src/ledger) the usage reads use in place of the Redis log: the export, the
+   * summary and the account's ledger read it, with no cap on history; null: the Redis log.
+   */
+  get usageHistory(): UsageHistory | null {
+    return this.#history;
+  }
+
+  useUsageHistory(h: UsageHistory | null): void {
+    this.#history = h;
   }
 
   // ---- prices (prices.ts) ------------------------------------------------------------------

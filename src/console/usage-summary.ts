@@ -6,6 +6,7 @@
  * more) and at most USAGE_SUMMARY_MAX_GROUPS groups are kept (the rest are summed under `(other)`).
  * Sums are exact (BigInt) and refused (RANGE) beyond the exact integer range.
  */
+import type { LedgerSums } from '../ledger/reads.ts';
 import type { UsageEntry } from '../schema/money.ts';
 import { ConsoleError } from './errors.ts';
 
@@ -114,6 +115,29 @@ export async function summarizeUsage(account: string, entries: AsyncIterable<Usa
   }
   const list = [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, s]) => ({ group, ...s.done() }));
   return { account, since: span.since, until: span.until, groupBy: by, groups: list, total: total.done(), truncated };
+}
+
+/**
+ * The summary from the ledger's sums per group (src/ledger/reads.ts: SQL over every booking in the
+ * span, so never truncated). Past USAGE_SUMMARY_MAX_GROUPS groups (in group order) the rest are
+ * summed under `(other)`, as the Redis reader does.
+ */
+export function summaryOfSums(account: string, rows: readonly LedgerSums[], span: { since: number; until: number }, by: UsageGrouping): UsageSummary {
+  const groups = new Map<string, Sum>();
+  const total = new Sum();
+  for (const r of rows) {
+    let g = r.group;
+    if (!groups.has(g) && groups.size >= USAGE_SUMMARY_MAX_GROUPS) g = OTHER_GROUP;
+    let s = groups.get(g);
+    if (s === undefined) groups.set(g, (s = new Sum()));
+    for (const x of [s, total]) {
+      x.requests += BigInt(r.requests);
+      x.amount += BigInt(r.amount);
+      for (const k of TOKEN_KINDS) x.tokens[k] += BigInt(r[k]);
+    }
+  }
+  const list = [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, s]) => ({ group, ...s.done() }));
+  return { account, since: span.since, until: span.until, groupBy: by, groups: list, total: total.done(), truncated: false };
 }
 
 /** A summary as the CLI's `--json` and the management API show it. */

@@ -53,6 +53,8 @@ export interface DevOptions {
    * account's own credential set by the answer wins. Absent: none added.
    */
   readonly upstreamCredential?: string;
+  /** `--ledger URL`: the usage ledger's PostgreSQL (docs/ledger.md); without it dev is Redis-only, whatever KEYGATE_LEDGER_URL says. */
+  readonly ledger?: string;
 }
 
 
@@ -407,7 +409,7 @@ const consoleComponent: DevComponent = {
   load: consoleModules,
   async start(ctx) {
     const [{ loadConsoleApiConfig }, { startConsole }, { CLI_ACTOR }] = await consoleModules();
-    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }, { ...process.env, ...ssoEnv(ctx) }), host: '127.0.0.1', drainDelayMs: 0 };
+    const config = { ...loadConsoleApiConfig({ port: ctx.options.consolePort, redisUrl: ctx.redisUrl }, { ...process.env, ...ssoEnv(ctx) }), host: '127.0.0.1', drainDelayMs: 0, ledgerUrl: ctx.options.ledger };
     const server = await startConsole(config, ctx.log, { revealKey: ctx.revealKey, credentialKey: ctx.credentialKey });
     try {
       await ssoMembers(ctx, server.console);
@@ -426,7 +428,10 @@ const consoleComponent: DevComponent = {
       const url = `http://127.0.0.1:${server.port}`;
       ctx.console = { url, token: saved.token };
       return {
-        lines: [`console    ${url}/   (the "API keys" page; management API under ${url}/v1, OpenAPI at ${url}/openapi.json)`],
+        lines: [
+          `console    ${url}/   (the "API keys" page; management API under ${url}/v1, OpenAPI at ${url}/openapi.json)`,
+          ...(ctx.options.ledger ? ['ledger     usage copied to PostgreSQL (--ledger); usage reads come from it'] : []),
+        ],
         stop: () => server.close(),
       };
     } catch (err) {

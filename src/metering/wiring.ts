@@ -12,6 +12,7 @@ import { connectRedis } from '../store/redis.ts';
 import { MeteringMetrics } from '../telemetry/metering-metrics.ts';
 import { meteredResponseOf, type MeteredHub } from '../telemetry/metered.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { MONEY_DEFAULTS } from '../console/wallet.ts';
 import { Booker, redisBookingWrite } from './booker.ts';
 import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
@@ -65,7 +66,7 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
   let booker: Booker | null = null;
   const mm = new MeteringMetrics(metrics.registry, () => meter?.openStreams ?? 0, () => booker?.pending ?? 0);
   booker = new Booker(
-    redisBookingWrite(redis, s),
+    redisBookingWrite(redis, s, { idempotencySeconds: MONEY_DEFAULTS.usageIdempotencySeconds, logMaxEntries: config.usageLogMax }),
     log,
     {
       booked: (p, lag) => {

@@ -18,6 +18,8 @@ import { eventsSchema } from './events.ts';
 import { ALERT_CHECKS } from '../events/lua.ts';
 import { LUA_NOW } from './lua-time.ts';
 // ── end events ──
+/** The consumer group of the usage ledger's sink on every account's usage log (src/ledger). */
+export const LEDGER_GROUP = 'keygate-ledger';
 
 const NOW = `${LUA_NOW}
 local function fmt(n) return string.format('%d', n) end
@@ -151,7 +153,7 @@ end
 `;
 
 /** The number of KEYS of RECORD_USAGE. */
-export const RECORD_USAGE_KEYS = 12;
+export const RECORD_USAGE_KEYS = 13;
 
 /** The KEYS of RECORD_USAGE for one booking, in order. */
 export function usageRecordKeys(s: Schema, account: string, keyId: string, requestId: string): string[] {
@@ -169,6 +171,7 @@ export function usageRecordKeys(s: Schema, account: string, keyId: string, reque
     s.tokens(account),
     rk.tokens(account, keyId),
     rk.tokens(account),
+    s.usageDropped(account), // ledger: entries the cap dropped unacknowledged
     s.keyDays(account, keyId), // key days: the last KEYS entry
   ];
 }
@@ -192,7 +195,11 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/events/lua.ts).
  * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
  * or output count is given (tokens = input + output).
- * KEYS 12 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
+ * KEYS 12 usagedrop:{acct}: with the ledger's consumer group on the log (src/ledger), the log is
+ * not trimmed by MAXLEN ~ but cut exactly at the cap, and the entries cut before any sink read them
+ * are counted here (the ledger's sink trims what it acknowledged, and counts here the entries it
+ * claims from a dead sink that were cut and are not in the table).
+ * KEYS 13 keydays:{acct}:{keyId}: the key's spend, requests and tokens per UTC day (the last KEYS
  * entry, written when it is a keydays hash; docs/redis-schema.md, "A key's daily usage").
  * → {'OK', balance ('' = no wallet), spend in the limit's period ('' = no limit), log entry id, events written}
  *   | {'DUP', the first record's "keyId:amount:input:output:model", this call's}
@@ -291,7 +298,42 @@ opt('src', ARGV[14])
 opt('est', ARGV[15])
 opt('unpriced', ARGV[16])
 opt('price', ARGV[17])
-local id = redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', unpack(entry))
+-- ── ledger (src/ledger/scripts.ts): with its consumer group on the log, only the cap trims here ──
+local id
+local ledger = nil
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[5])
+if type(groups) == 'table' and groups.err == nil then
+  for _, g in ipairs(groups) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == '${LEDGER_GROUP}' then ledger = f end
+  end
+end
+if ledger then
+  id = redis.call('XADD', KEYS[5], '*', unpack(entry))
+  local len = redis.call('XLEN', KEYS[5])
+  local over = math.min(len - tonumber(ARGV[5]), 1000)
+  if over > 0 then
+    local cut = redis.call('XRANGE', KEYS[5], '-', '+', 'COUNT', over)
+    local last = ledger['last-delivered-id']
+    local function after(a, b)
+      local am, as = string.match(a, '^(%d+)-(%d+)$')
+      local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+      am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+      return am > bm or (am == bm and as > bs)
+    end
+    -- never delivered to a sink: lost to the ledger (a delivered one is in a sink's hands; one whose sink died is counted by the sink that claims it)
+    local lost = 0
+    for _, e in ipairs(cut) do
+      if after(e[1], last) then lost = lost + 1 end
+    end
+    redis.call('XTRIM', KEYS[5], 'MAXLEN', '=', len - over)
+    if lost > 0 then redis.call('INCRBY', KEYS[12], lost) end
+  end
+else
+  id = redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', unpack(entry))
+end
+-- ── end ledger ──
 return {'OK', balance, spent, id, fmt(events_emitted)}`;
 
 /**

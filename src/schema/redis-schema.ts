@@ -139,6 +139,8 @@ export interface Schema {
   usageRequest(accountId: string, requestId: string): string;
   usageLog(accountId: string): string;
   usageAccounts(): string;
+  /** Usage-log entries the cap dropped before the ledger acknowledged them (a counter; src/ledger). */
+  usageDropped(accountId: string): string;
   /** Booked token counters of a key (`keyId` given) or of the account. */
   tokens(accountId: string, keyId?: string): string;
   /** The price table (one hash; tracked, so the sidecar's cached copy is invalidated). */
@@ -180,6 +182,7 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
     usageRequest: (a, requestId) => `${base}usagereq:{${a}}:${requestId}`,
     usageLog: (a) => `${base}usage:{${a}}`,
     usageAccounts: () => `${base}usageaccts`,
+    usageDropped: (a) => `${base}usagedrop:{${a}}`,
     tokens: (a, keyId) => (keyId === undefined ? `${base}tokens:{${a}}` : `${base}tokens:{${a}}:${keyId}`),
     prices: () => `${base}prices`,
     keyOrder: (a) => `${base}keyorder:{${a}}`,

@@ -21,8 +21,8 @@ export interface TestConsole {
   readonly ownerId: string;
 }
 
-export async function startTestConsole(redisUrl: string, ownerAccount: string): Promise<TestConsole> {
-  const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000' });
+export async function startTestConsole(redisUrl: string, ownerAccount: string, env: Record<string, string> = {}): Promise<TestConsole> {
+  const config = loadConsoleApiConfig({ port: 0, redisUrl }, { KEYGATE_CONSOLE_HOST: '127.0.0.1', KEYGATE_CONSOLE_RATE_LIMIT: '100000', ...env });
   const srv = await startConsole(config, createLogger('silent'), { revealKey: `k1:${randomBytes(32).toString('base64')}`, credentialKey: `c1:${randomBytes(32).toString('base64')}` });
   try {
     const admin = (await srv.console.createToken({ name: 'ops', account: null }, CLI_ACTOR)).token;

@@ -68,6 +68,27 @@ describe('layers', () => {
     expect(imports.filter((l) => /: \.\.\//.test(l))).toEqual([]);
   });
 
+  it('the ledger imports nothing above it but the schema and the store; the sidecar never loads it', () => {
+    const imports = importsOf('src/ledger');
+    expect(imports.length).toBeGreaterThan(10); // the control
+    const allowed = /: (node:\w+|pg|pino|prom-client|ioredis|\.\/[\w-]+\.ts|\.\.\/schema\/[\w-]+\.ts|\.\.\/store\/redis\.ts)$/;
+    expect(imports.filter((l) => !allowed.test(l))).toEqual([]);
+    // Every module the sidecar's runtime loads (static value imports from src/main.ts, transitively): none under src/ledger.
+    const seen = new Set<string>();
+    const walk = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const text = readFileSync(join(ROOT, file), 'utf8');
+      for (const m of text.matchAll(/^import (?!type )[^;]*?from '(\.{1,2}\/[^']+\.ts)'/gms)) walk(join(file, '..', m[1]!));
+    };
+    walk('src/main.ts');
+    expect(seen.size).toBeGreaterThan(50); // the control: the walk follows the imports
+    expect([...seen].filter((f) => f.startsWith('src/ledger/'))).toEqual([]);
+    // The console and `keygate ledger` do load it.
+    expect(readFileSync(join(ROOT, 'src/console-api/main.ts'), 'utf8')).toContain("'../ledger/run.ts'");
+    expect(readFileSync(join(ROOT, 'src/cli/ledger-commands.ts'), 'utf8')).toContain("'../ledger/run.ts'");
+  });
+
   it('the pure core imports no I/O module, store or pipeline', () => {
     expect(importsOf('src/core').filter((l) => /'node:|ioredis|pino|\/store\/|\/pipeline\/|\/authorizer/.test(l))).toEqual([]);
   });
