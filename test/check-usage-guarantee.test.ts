@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyConsole } from '../src/console/service.ts';
-import { refusedMessage } from '../src/metering/include-usage.ts';
+import { refusedMessage } from '../src/core/include-usage.ts';
 import { deniedBody, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { json, send } from './helpers/http-client.ts';
 import { startStack, type Stack } from './helpers/sidecars.ts';

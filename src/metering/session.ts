@@ -30,7 +30,7 @@ import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
 import { continueResponse, decodeProcessingRequest, headerOf, immediateResponse, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
-import { forceIncludeUsage, refusedMessage, type RefusedReason } from './include-usage.ts';
+import { forceIncludeUsage, refusedMessage, type RefusedReason } from '../core/include-usage.ts';
 import { denyResponse } from '../core/deny-response.ts';
 import { readModel } from '../core/model/index.ts';
 import { DENY_STATUS } from '../core/codes.ts';

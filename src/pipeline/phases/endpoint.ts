@@ -15,7 +15,7 @@
 import { DENY_STATUS } from '../../core/codes.ts';
 import { endpointDeny, unreadableDeny } from '../../core/endpoints/decision.ts';
 import { bodyBytes } from '../../core/model/json-scan.ts';
-import { refusedMessage, usageRefusal } from '../../metering/include-usage.ts';
+import { refusedMessage, usageRefusal } from '../../core/include-usage.ts';
 import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
 import { scanReferences } from '../../core/endpoints/references.ts';
 import type { EndpointRow } from '../../core/endpoints/types.ts';
