@@ -105,6 +105,10 @@ describe('the requested model (the answers name none): read from the request bod
     for (const [body, headers, end] of bodies) {
       const { outcome } = await run({ path: '/v1/audio/transcriptions', requestBody: body, requestBodyEnd: end, requestHeaders: headers, contentType: 'application/json', chunks: answer });
       expect(outcome).toMatchObject({ kind: 'booking', booking: { model: null, input_tokens: 120, output_tokens: 8 }, notes: { modelFrom: 'unknown', requestedModel: null } });
+      if (outcome.kind !== 'booking') throw new Error(outcome.reason);
+      // with the catalog alone: 0, never without the flag (a table's openai/* or * would price it)
+      const p = priceBooking(outcome.booking, PriceTable.fromHash({}), Date.now(), priceCatalog(true), outcome.notes.requestedModel);
+      expect([p.amountMicros, p.unpriced, p.basis?.rule]).toEqual([0, true, 'unpriced']);
     }
   });
 });
