@@ -124,6 +124,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
         // an account that has one is refused (503) rather than sent upstream with the gateway's.
         credentials: { ring: config.credentialKey.trim() === '' ? null : parseCredentialKeyring(config.credentialKey), headers: parseCredentialHeaders(config.credentialHeaders), requireOwn: config.requireOwnCredential },
         endpoints: new EndpointCatalog(config.endpoints, config.pathPrefixes),
+        usageGuarantee: config.meterForceUsage, // SPEC 15: the Check refuses what metering could not make ask for usage
       }) },
     log,
   );

@@ -142,8 +142,9 @@ describe('envoy.yaml wires keygate as the product expects', () => {
   });
 
   // Each path as a client sends it to the gateway; metered: whether keygate meters what it reaches;
-  // body: whether its route sends metering the request body (default: metered). Images and audio are
-  // metered from their answers alone (multipart uploads are not buffered for metering).
+  // body: whether its route sends metering the request body (default: metered). Images and audio
+  // too: their answers name no model, so metering reads the requested one from the body (JSON, or
+  // the multipart form's model field).
   const PATHS: ReadonlyArray<readonly [url: string, metered: boolean, body?: boolean]> = [
     ['/openai/v1/chat/completions', true],
     ['/openai/v1/completions', true],
@@ -155,9 +156,12 @@ describe('envoy.yaml wires keygate as the product expects', () => {
     ['/google/v1/models/gemini-2.0-flash:generateContent', true],
     ['/openai/v1/models', false],
     ['/openai/v1/files', false],
-    ['/openai/v1/audio/transcriptions', true, false],
-    ['/openai/v1/images/generations', true, false],
+    ['/openai/v1/audio/transcriptions', true],
+    ['/openai/v1/audio/translations', true],
+    ['/openai/v1/images/generations', true],
+    ['/openai/v1/images/edits', true],
     ['/openai/v1/images/variations', false],
+    ['/openai/v1/audio/speech', false],
     ['/anthropic/v1/models', false],
     ['/google/v1beta/models', false],
     ['/google/v1beta/models/gemini-2.5-flash:countTokens', false],

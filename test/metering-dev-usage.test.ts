@@ -153,8 +153,23 @@ describe('images and audio are metered', () => {
     const image = { inputTokens: STUB_IMAGE_USAGE.input, outputTokens: STUB_IMAGE_USAGE.output, estimated: false, source: 'meter' };
     const audio = { inputTokens: STUB_AUDIO_USAGE.input, outputTokens: STUB_AUDIO_USAGE.output, estimated: false, source: 'meter' };
     expect(got).toMatchObject([image, image, audio, audio]);
-    // the answers name no model and these routes do not send their body to metering: priced by openai/*
-    expect(got.map((e) => e.model)).toEqual([null, null, null, null]);
-    expect(got.every((e) => e.amountMicros > 0)).toBe(true);
+    // the answers name no model: each booked and priced (from the catalog) by the model the request
+    // asked for, read from its body (JSON for generations, the multipart form's field otherwise)
+    expect(got.map((e) => e.model)).toEqual(['gpt-image-1', 'gpt-image-1', 'gpt-4o-transcribe', 'gpt-4o-transcribe']);
+    expect(got.every((e) => e.amountMicros > 0 && !e.unpriced)).toBe(true);
+    // gpt-image-1: 40 text tokens at $5/M, 10 image tokens at $10/M, 4160 output (image) tokens at $40/M
+    expect(got[0]!.amountMicros).toBe(40 * 5 + 10 * 10 + 4160 * 40);
+  });
+
+  it('a form whose model cannot be learned (the model field twice) is booked with its tokens, unpriced and marked so', async () => {
+    const b = 'kg-test-boundary';
+    const field = (n: string, v: string) => `--${b}\r\nContent-Disposition: form-data; name="${n}"\r\n\r\n${v}\r\n`;
+    const body = `${field('model', 'gpt-4o-transcribe')}${field('model', 'gpt-4o-mini-transcribe')}--${b}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\nRIFF\r\n--${b}--\r\n`;
+    const [e] = await booked(1, async () => {
+      const r = await fetch(`${base}/openai/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': `multipart/form-data; boundary=${b}` }, body });
+      expect(r.status).toBe(200);
+      await r.text();
+    });
+    expect(e).toMatchObject({ model: null, inputTokens: STUB_AUDIO_USAGE.input, outputTokens: STUB_AUDIO_USAGE.output, amountMicros: 0, unpriced: true });
   });
 });

@@ -56,11 +56,11 @@ export interface DevGatewayOptions {
 
 /**
  * The paths (entry prefix stripped) whose request body envoy.yaml sends to metering, by family:
- * the metered endpoints (to ask an OpenAI stream for its usage, and to estimate the input of a
- * stream cut before its usage). Envoy's route matches ignore the query.
+ * the metered endpoints (to ask an OpenAI stream for its usage, to estimate the input of a
+ * stream cut before its usage, and to read the requested model of images and audio). Envoy's route matches ignore the query.
  */
 const BODY_TO_METERING: Record<Family, RegExp> = {
-  openai: /^\/v1\/(chat\/completions|completions|responses|embeddings)/,
+  openai: /^\/v1\/(chat\/completions|completions|responses|embeddings|images\/(generations|edits)|audio\/(transcriptions|translations))/,
   anthropic: /^\/v1\/messages/,
   google: /^\/(.+\/)?models\/[^/:]+:(generateContent|streamGenerateContent)$/,
 };

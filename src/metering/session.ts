@@ -30,8 +30,9 @@ import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
 import { continueResponse, decodeProcessingRequest, headerOf, immediateResponse, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
-import { forceIncludeUsage, refusedMessage, type RefusedReason } from './include-usage.ts';
+import { forceIncludeUsage, refusedMessage, type RefusedReason } from '../core/include-usage.ts';
 import { denyResponse } from '../core/deny-response.ts';
+import { readModel } from '../core/model/index.ts';
 import { DENY_STATUS } from '../core/codes.ts';
 import { JsonReader, type RecordView } from './json-reader.ts';
 import { SseReader } from './sse.ts';
@@ -157,6 +158,9 @@ export class MeterSession {
   private requestReader: JsonReader | null = null;
   private requestText: number | null = null;
   private requestModel: string | null = null;
+  /** The request's path and Content-Type (images and audio: their model is read from the whole body, `readModel`). */
+  private requestPath = '';
+  private requestContentType: string | undefined;
   private status = 0;
   private sawResponseHeaders = false;
   private responseEnded = false;
@@ -250,7 +254,9 @@ export class MeterSession {
     this.sawRequestHeaders = true;
     this.requestIdSent = headerOf(headers, 'x-request-id');
     this.identityHeaders = { keyId: headerOf(headers, this.opts.keyIdHeader), accountId: headerOf(headers, this.opts.accountHeader) };
-    this.endpoint = meteredEndpoint(headerOf(headers, ':path') ?? '');
+    this.requestPath = headerOf(headers, ':path') ?? '';
+    this.requestContentType = headerOf(headers, 'content-type');
+    this.endpoint = meteredEndpoint(this.requestPath);
     this.notes.endpointKind = this.endpoint?.kind ?? null;
     const parent = headerOf(headers, 'traceparent');
     if (parent !== undefined && parent.length <= 128) {
@@ -269,15 +275,32 @@ export class MeterSession {
   private requestRecord(r: RecordView): void {
     this.requestText = r.text;
     const m = r.strings[MODEL];
-    if (m !== null && m !== undefined && isPlainModel(m)) this.requestModel = m;
+    if (m !== null && m !== undefined && isPlainModel(m) && !readsWholeBodyModel(this.endpoint!.kind)) this.requestModel = m;
+  }
+
+  /**
+   * Images and audio: answers that name no model, priced by the requested one (SPEC 16), read from
+   * the whole body as the Check reads it (`readModel`: strict JSON, or the multipart form's one
+   * plain `model` field found with Buffer.indexOf, file parts never copied). A body in parts (the
+   * first part of a large upload) or not strictly readable: no model (the booking is unpriced,
+   * marked so, with its tokens).
+   */
+  private bodyModel(body: Buffer, whole: boolean): void {
+    const r = readModel({ family: this.endpoint!.family, method: 'POST', path: this.requestPath, contentType: this.requestContentType, body, bodyTruncated: !whole });
+    if (r.kind === 'model' && isPlainModel(r.model)) this.requestModel = r.model;
   }
 
   private requestBody(body: Buffer, eos: boolean, observability: boolean): Buffer | null {
     if (this.noBooking !== null || !this.readRequest) return null;
-    this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
-    const first = this.requestBodyChunks++ === 0;
-    this.requestReader.write(body);
     const ep = this.endpoint!;
+    const first = this.requestBodyChunks++ === 0;
+    if (readsWholeBodyModel(ep.kind)) {
+      if (first) this.bodyModel(body, eos);
+      // a form is no JSON: only a JSON body is read for its text (a cut answer's input estimate)
+      if (isMultipart(this.requestContentType)) return null;
+    }
+    this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
+    this.requestReader.write(body);
     if (!this.opts.forceUsage || observability || ep.family !== 'openai' || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
     // usage cannot be switched off: the body is rewritten to ask for it, or the request refused
     const f = first && eos ? forceIncludeUsage(body) : ({ kind: 'refused', reason: 'in-parts' } as const);
@@ -428,6 +451,15 @@ export class MeterSession {
       notes,
     };
   }
+}
+
+/** The endpoints whose model is read from the whole request body (their answers name none). */
+function readsWholeBodyModel(kind: EndpointKind): boolean {
+  return kind === 'images' || kind === 'audio';
+}
+
+function isMultipart(contentType: string | undefined): boolean {
+  return contentType !== undefined && contentType.trimStart().toLowerCase().startsWith('multipart/');
 }
 
 function stripGooglePrefix(m: string): string {

@@ -159,7 +159,12 @@ const OPENAI_RESPONSES = obj({
 const OPENAI_IMAGES = obj({
   type: str(TYPE),
   model: str(MODEL),
-  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT), input_tokens_details: obj({ text_tokens: count(TEXT_IN), image_tokens: count(IMAGE_IN) }) }),
+  usage: obj({
+    input_tokens: count(IN),
+    output_tokens: count(OUT),
+    input_tokens_details: obj({ text_tokens: count(TEXT_IN), image_tokens: count(IMAGE_IN) }),
+    output_tokens_details: obj({ image_tokens: count(IMAGE_OUT) }),
+  }),
 });
 
 /**
@@ -456,7 +461,9 @@ export function normalise(family: Family, kind: EndpointKind, u: UsageState, req
   const audioIn = part(AUDIO_IN, input);
   const imageIn = part(IMAGE_IN, input - audioIn);
   const audioOut = kind === 'embeddings' ? 0 : part(AUDIO_OUT, output);
-  const imageOut = kind === 'embeddings' ? 0 : part(IMAGE_OUT, output - audioOut);
+  // an image model's output is image tokens: the whole output, unless the answer splits it
+  // (`output_tokens_details.image_tokens`)
+  const imageOut = kind === 'embeddings' ? 0 : kind === 'images' && !seen(IMAGE_OUT) ? output - audioOut : part(IMAGE_OUT, output - audioOut);
   const toolUse = family === 'google' ? part(TOOL_USE, input) : 0;
   const webSearch = Math.min(v(WEB_SEARCH), MAX_TOKEN_COUNT);
   const counts: TokenCounts = { input_tokens: input, cached_input_tokens: cached, cache_write_tokens: cacheWrite, output_tokens: output, reasoning_tokens: reasoning, estimated };

@@ -31,6 +31,8 @@ export interface PhaseDeps {
   readonly credentials?: OwnCredentialDeps;
   /** The endpoint catalog with the operator's rows (docs/endpoints.md); without it, the builtin catalog. */
   readonly endpoints?: EndpointCatalog;
+  /** Refuse at the Check the OpenAI chat and completions bodies metering could not make ask for usage (KEYGATE_METER_FORCE_USAGE; default on). */
+  readonly usageGuarantee?: boolean;
 }
 
 let builtin: EndpointCatalog | undefined;
@@ -51,7 +53,7 @@ export function decisionPhases(deps: PhaseDeps = {}): readonly Phase[] {
     wallet, // 6.
     spendLimit, // 7.
     ...(deps.credentials?.requireOwn ? [requireOwnCredential] : []), // 8. KEYGATE_REQUIRE_OWN_CREDENTIAL (the endpoint rule's row)
-    endpointRule(deps.endpoints ?? builtinCatalog()), // 8. every key: the endpoint's class (and the body's references)
+    endpointRule(deps.endpoints ?? builtinCatalog(), { usageGuarantee: deps.usageGuarantee ?? true }), // 8. every key: the endpoint's class (and the body's references)
     model, // 9. restricted keys only
     // 10. counts only requests that passed every rule above; keys and accounts without rates pass at once.
     ...(deps.rates ? [rateLimit(deps.rates)] : []),

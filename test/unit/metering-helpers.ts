@@ -20,6 +20,8 @@ const msg = (m: Partial<ProcessingRequest>): ProcessingRequest => ({ phase: null
 export interface Exchange {
   path: string;
   requestBody?: string | Buffer;
+  /** The request body message carries end_of_stream (false: Envoy's BUFFERED_PARTIAL sent only its first part). */
+  requestBodyEnd?: boolean;
   requestHeaders?: Record<string, string>;
   identity?: 'headers' | 'metadata' | 'none';
   status?: number;
@@ -48,7 +50,7 @@ export async function run(x: Exchange, opts: MeterOptions = meterOptions()): Pro
   const metadata = identity === 'metadata' ? { keyId: KEY_ID, accountId: ACCOUNT } : null;
   steps.push(s.handle(msg({ phase: 'request_headers', headers, metadata, observabilityMode: obs, endOfStream: x.requestBody === undefined })));
   if (x.requestBody !== undefined) {
-    steps.push(s.handle(msg({ phase: 'request_body', body: Buffer.from(x.requestBody), endOfStream: true, metadata, observabilityMode: obs })));
+    steps.push(s.handle(msg({ phase: 'request_body', body: Buffer.from(x.requestBody), endOfStream: x.requestBodyEnd ?? true, metadata, observabilityMode: obs })));
   }
   const rh = [':status', String(x.status ?? 200), 'content-type', x.contentType];
   if (x.contentEncoding) rh.push('content-encoding', x.contentEncoding);

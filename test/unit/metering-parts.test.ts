@@ -1,7 +1,7 @@
 /** The metering parts on their own: SSE reader, JSON reader, the include_usage splice, prices and cost. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { forceIncludeUsage } from '../../src/metering/include-usage.ts';
+import { forceIncludeUsage } from '../../src/core/include-usage.ts';
 import { count, JsonReader, obj, SEEN, str, TEXT, arr, BAD, type RecordView } from '../../src/metering/json-reader.ts';
 import { costMicros, PriceTable } from '../../src/metering/pricing.ts';
 import { SseReader } from '../../src/metering/sse.ts';

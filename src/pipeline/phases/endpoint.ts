@@ -4,8 +4,18 @@
  * checked, for the rows that carry them), `stateful` needs the account's own credential,
  * `unbillable` an account billed `external`, `owned` the account in the object's owned record.
  * Runs for every key, before the model rule.
+ *
+ * Usage cannot be switched off (docs/metering.md, "Asking for usage"): an OpenAI chat or
+ * completions request whose whole body the Check holds, and which metering could not make ask for
+ * its usage (`stream` or `stream_options` twice, not JSON, not an object), is refused here, 400
+ * `USAGE_NOT_GUARANTEED` with metering's own reason (`usageRefusal`, the rule of
+ * `forceIncludeUsage`), before anything goes upstream. A request without a body does no new work; a
+ * body cut short at the Check is left to metering (Envoy may send it whole there).
  */
+import { DENY_STATUS } from '../../core/codes.ts';
 import { endpointDeny, unreadableDeny } from '../../core/endpoints/decision.ts';
+import { bodyBytes } from '../../core/model/json-scan.ts';
+import { refusedMessage, usageRefusal } from '../../core/include-usage.ts';
 import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
 import { scanReferences } from '../../core/endpoints/references.ts';
 import type { EndpointRow } from '../../core/endpoints/types.ts';
@@ -25,7 +35,13 @@ export function ownCredentialFor(d: DecisionState, provider: string): boolean {
 /** The OpenAI provider's owned records hold responses; references to them are looked up there. */
 const RESPONSES_PROVIDER = 'openai';
 
-export function endpointRule(catalog: EndpointCatalog): Phase {
+export interface EndpointRuleOptions {
+  /** Refuse OpenAI chat and completions bodies metering could not make ask for usage (KEYGATE_METER_FORCE_USAGE; default on). */
+  readonly usageGuarantee?: boolean;
+}
+
+export function endpointRule(catalog: EndpointCatalog, opts: EndpointRuleOptions = {}): Phase {
+  const guarantee = opts.usageGuarantee ?? true;
   return {
     name: 'endpoint',
     run: (d) => {
@@ -36,8 +52,13 @@ export function endpointRule(catalog: EndpointCatalog): Phase {
       const provider = c.entry.family;
       switch (row.class) {
         case 'metered':
-        case 'free':
+        case 'free': {
+          if (guarantee && provider === 'openai' && (row.usage === 'chat' || row.usage === 'completions')) {
+            const g = usageGuaranteed(d);
+            if (g !== null) return g;
+          }
           return row.refs === undefined ? null : references(d, provider);
+        }
         case 'unbillable':
           if (d.billing !== 'external') return endpointDeny('unbillable', keyId);
           return row.refs === undefined ? null : references(d, provider);
@@ -63,6 +84,16 @@ function owned(d: DecisionState, row: EndpointRow, id: string): PhaseAnswer | Pr
 function ownedAnswer(d: DecisionState, s: OwnedState): Deny | null {
   // A corrupt record is refused like an absent one (fail closed; the store logs it once).
   return typeof s === 'object' && s.account === d.grant!.account ? null : endpointDeny('owned', d.grant!.id);
+}
+
+/** A whole chat or completions body metering could not make ask for usage: the refusal (SPEC 15), else null. */
+function usageGuaranteed(d: DecisionState): Deny | null {
+  const { body, bodyTruncated } = d.input;
+  if (body === undefined || body.length === 0 || bodyTruncated) return null;
+  const bytes = bodyBytes(body);
+  const r = bytes === null ? ({ kind: 'refused', reason: 'invalid-json' } as const) : usageRefusal(bytes);
+  if (r === null) return null;
+  return { allow: false, code: 'USAGE_NOT_GUARANTEED', status: DENY_STATUS.USAGE_NOT_GUARANTEED, keyId: d.grant!.id, detail: refusedMessage(r), refusal: 'unreadable' };
 }
 
 /** The request body's references (every key): each must be the account's, and the body readable whole. */

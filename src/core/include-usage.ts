@@ -122,12 +122,19 @@ function members(t: string, i: number): Member[] {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/**
- * Sets `stream_options.include_usage` to true in a streamed request body (see the module comment),
- * so that whichever JSON reader the upstream uses (first or last of a repeated key wins, lax
- * booleans) the request asks for usage, or says why it cannot: `refused`.
- */
-export function forceIncludeUsage(body: Uint8Array): ForceUsage {
+type Refused = Extract<ForceUsage, { kind: 'refused' }>;
+
+/** A whole body read for the guarantee: its bytes, value, latin1 text, where its object opens and its top-level members. */
+interface Read {
+  readonly buf: Buffer;
+  readonly parsed: Record<string, unknown>;
+  readonly t: string;
+  readonly open: number;
+  readonly top: readonly Member[];
+}
+
+/** The checks that refuse whatever the body asks (see the module comment), or the body read. */
+function readForUsage(body: Uint8Array): Refused | Read {
   if (body.length > MAX_FORCE_BODY) return { kind: 'refused', reason: 'too-large' };
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length);
   if (!isUtf8(buf)) return { kind: 'refused', reason: 'invalid-json' };
@@ -149,6 +156,29 @@ export function forceIncludeUsage(body: Uint8Array): ForceUsage {
   for (const key of ['stream', 'stream_options']) {
     if (top.filter((m) => m.key === key).length > 1) return { kind: 'refused', reason: 'duplicate-key', key };
   }
+  return { buf, parsed, t, open, top };
+}
+
+/**
+ * Why a whole OpenAI chat or completions body cannot be made to ask for usage (the request is then
+ * refused, 400 `USAGE_NOT_GUARANTEED`), or null: the same rule as `forceIncludeUsage`, without
+ * building the changed body. The Check applies it where it already holds the whole body, so the
+ * refusal comes before the upstream there too (docs/metering.md, "Asking for usage").
+ */
+export function usageRefusal(body: Uint8Array): Refused | null {
+  const r = readForUsage(body);
+  return 'kind' in r ? r : null;
+}
+
+/**
+ * Sets `stream_options.include_usage` to true in a streamed request body (see the module comment),
+ * so that whichever JSON reader the upstream uses (first or last of a repeated key wins, lax
+ * booleans) the request asks for usage, or says why it cannot: `refused`.
+ */
+export function forceIncludeUsage(body: Uint8Array): ForceUsage {
+  const r = readForUsage(body);
+  if ('kind' in r) return r;
+  const { buf, parsed, t, open, top } = r;
   // streamed unless the flag is absent, false or null: a lax upstream may take "true" or 1 for true
   const stream = parsed.stream;
   if (stream === undefined || stream === false || stream === null) return { kind: 'unchanged', reason: 'not-streamed' };
