@@ -158,7 +158,8 @@ it('300,000 bookings with a cap of 10,000, across a PostgreSQL restart and a kil
     expect(exported).toBe(TOTAL);
     expect(seen.size).toBe(TOTAL);
     const sinkOut = sinks.map((c) => c.output()).join('\n');
-    expect(sinkOut).toMatch(/PostgreSQL write failed; retrying/); // the restart was seen
+    // the restart was seen: by a batch in flight, or (a sink caught up, between batches) on its idle connection
+    expect(sinkOut).toMatch(/PostgreSQL write failed; retrying|an idle PostgreSQL connection failed/);
     console.log(`ledger 300k: booked in ${bookSeconds.toFixed(1)} s (${Math.round(TOTAL / bookSeconds)}/s), log length at most ${maxLen}`);
   } finally {
     for (const c of clients) c.disconnect();

@@ -52,7 +52,10 @@ it('with --ledger, a metered request lands in PostgreSQL and the export reads it
     expect(res.status).toBe(200);
     await res.text();
     const row = await until('the metered row', async () => (await pool.query("SELECT * FROM keygate_usage WHERE request_id = 'dev-ledger-1'")).rows[0], 20_000);
-    expect(row).toMatchObject({ account: 'demo', source: 'meter', model: 'gpt-4o-mini' });
+    // the stub answers a dated name, as the provider does; the row says why its amount (the catalog's price)
+    expect(row).toMatchObject({ account: 'demo', source: 'meter', model: 'gpt-4o-mini-2024-07-18' });
+    expect(row.booking_id).toMatch(/^kb:[0-9a-f]{32}$/);
+    expect(row.price).toMatchObject({ rule: 'catalog', source: 'catalog', model: 'openai/gpt-4o-mini' });
     expect(Number(row.input_tokens)).toBeGreaterThan(0);
     const exp = await callApi(dev.ctx.console!.url, 'GET', '/v1/usage?since=1970-01-01T00:00:00Z', { token: dev.ctx.console!.token });
     expect(exp.status).toBe(200);
