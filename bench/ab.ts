@@ -15,6 +15,10 @@
  * --baseline-case valid` is what a rate costs one tree, side by side. `--staleness-bound MS` sets
  * KEYGATE_STALENESS_BOUND_MS for both sidecars (a loaded machine's late heartbeat answers drop the
  * cache at the production 250 ms; the store reads per round show when).
+ *
+ * `credential`: a key of an account with its own OpenAI credential (docs/credentials.md): both
+ * sidecars hold the credential key, and every allow sets that credential upstream. `--baseline .
+ * --case credential --baseline-case valid` is what the injection costs one tree, side by side.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -23,7 +27,9 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/keys/format.ts';
 import { RateField } from '../src/schema/rates.ts';
-import { encodeKeyRecord, schema } from '../src/schema/redis-schema.ts';
+import { AccountField, CredentialField, encodeKeyRecord, schema } from '../src/schema/redis-schema.ts';
+import { parseCredentialKeyring, sealCredential } from '../src/keys/credential-crypto.ts';
+import { randomBytes } from 'node:crypto';
 import { encodeCheck, fastKeys, malformedKey } from './lib/bodies.ts';
 import { ensureH2load, runH2load } from './lib/h2load.ts';
 import { loadAverage, startTarget, type Target } from './lib/procs.ts';
@@ -48,10 +54,10 @@ if (!opt.baseline) {
   process.exit(2);
 }
 const shape = /^(\d+)x(\d+)$/.exec(opt.shape!);
-const CASES = ['valid', 'malformed', 'unknown', 'rated'];
+const CASES = ['valid', 'malformed', 'unknown', 'rated', 'credential'];
 const baseCase = opt['baseline-case'] ?? opt.case!;
 if (!shape || !CASES.includes(opt.case!) || !CASES.includes(baseCase)) {
-  process.stderr.write('bench/ab.ts: --case and --baseline-case valid|malformed|unknown|rated, --shape <connections>x<streams>\n');
+  process.stderr.write('bench/ab.ts: --case and --baseline-case valid|malformed|unknown|rated|credential, --shape <connections>x<streams>\n');
   process.exit(2);
 }
 const [connections, streams] = [Number(shape[1]), Number(shape[2])];
@@ -79,14 +85,19 @@ const storeReads = async (i: number) => {
 };
 try {
   // the same two keys in both stores
-  const [valid, rated] = fastKeys(DEFAULT_KEY_PREFIX, 2) as [string, string];
+  const [valid, rated, credentialed] = fastKeys(DEFAULT_KEY_PREFIX, 3) as [string, string, string];
+  // the credential key both sidecars hold (a tree without credentials ignores it, and the account's fields)
+  const credentialKey = `c1:${randomBytes(32).toString('base64')}`;
   for (const redis of redises) {
     const db = redis.client();
     const s = schema();
+    await db.hset(s.keyRecord(keyDigest(credentialed)), ...encodeKeyRecord({ id: `key_abcred${'0'.repeat(16)}`, account: 'acct-ab-cred', name: 'bench', models: null, expiresAt: null }));
+    await db.hset(s.credentials('acct-ab-cred'), CredentialField.envelope('openai'), sealCredential(parseCredentialKeyring(credentialKey), 'acct-ab-cred', 'openai', `sk-bench-${'x'.repeat(40)}`));
+    await db.hset(s.account('acct-ab-cred'), AccountField.credentials, 'openai');
     await db.hset(s.keyRecord(keyDigest(valid)), ...encodeKeyRecord({ id: `key_ab${'0'.repeat(16)}`, account: 'acct-ab', name: 'bench', models: null, expiresAt: null }));
     await db.hset(s.keyRecord(keyDigest(rated)), ...encodeKeyRecord({ id: `key_abrated${'0'.repeat(16)}`, account: 'acct-ab-rated', name: 'bench', models: null, expiresAt: null }), RateField.rate, '1000000000/d');
   }
-  const keyOf = (c: string) => (c === 'valid' ? valid : c === 'rated' ? rated : c === 'malformed' ? malformedKey(valid) : fastKeys(DEFAULT_KEY_PREFIX, 1)[0]!);
+  const keyOf = (c: string) => (c === 'valid' ? valid : c === 'rated' ? rated : c === 'credential' ? credentialed : c === 'malformed' ? malformedKey(valid) : fastKeys(DEFAULT_KEY_PREFIX, 1)[0]!);
   const bodies = new Map<string, string>();
   for (const c of new Set([opt.case!, baseCase])) {
     bodies.set(c, join(tmp, `${c}.bin`));
@@ -94,7 +105,7 @@ try {
   }
   for (const [i, t] of trees.entries()) {
     const bound: Record<string, string> = opt['staleness-bound'] ? { KEYGATE_STALENESS_BOUND_MS: opt['staleness-bound'] } : {};
-    started.push(await startTarget(t.name, 'keygate', { REDIS_URL: redises[i]!.url, KEYGATE_GRPC_TRANSPORT: 'h2', ...bound }, [], join(t.dir, 'bench/lib/target.ts')));
+    started.push(await startTarget(t.name, 'keygate', { REDIS_URL: redises[i]!.url, KEYGATE_GRPC_TRANSPORT: 'h2', KEYGATE_CREDENTIAL_KEY: credentialKey, ...bound }, [], join(t.dir, 'bench/lib/target.ts')));
     figures.set(t.name, { rps: [], cpu: [], reads: [], requests: [] });
   }
   for (let r = 0; r <= rounds; r++) {
