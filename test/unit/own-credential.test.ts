@@ -35,11 +35,26 @@ function setup(o: { providers?: string; envelopes?: Record<string, string>; deps
   if (o.envelopes !== undefined) store.credentials.set(ACCOUNT, o.envelopes);
   const deps: OwnCredentialDeps = { ring: RING, headers: DEFAULT_CREDENTIAL_HEADERS, ...o.deps };
   const a = authorizer(store, { phases: decisionPhases({ credentials: deps }) });
-  const check = (protocol = 'openai', headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) => a.check(input(headers, { protocol }));
+  const check = (protocol = 'openai', headers: Record<string, string> = { authorization: `Bearer ${KEY}` }, at: { method?: string; path?: string } = {}) => a.check(input(headers, { protocol, ...at }));
   return { store, check };
 }
 
 const sealed = (secret = SECRET, account = ACCOUNT, provider = 'openai') => sealCredential(RING, account, provider, secret);
+
+describe('the endpoint rule opens stateful endpoints on the account\'s own credential (SPEC 15, 18)', () => {
+  const files = { method: 'GET', path: '/openai/v1/files' };
+  it('without one, GET /openai/v1/files is refused; with its own OpenAI credential it is allowed and carries it', async () => {
+    expect((await setup().check('openai', undefined, files)).decision).toMatchObject({ allow: false, code: 'ENDPOINT_NOT_ALLOWED', refusal: 'stateful' });
+    const d = (await setup({ providers: 'openai', envelopes: { openai: sealed() } }).check('openai', undefined, files)).decision as Allow;
+    expect(d).toMatchObject({ allow: true, upstream: { header: 'authorization', value: `Bearer ${SECRET}` } });
+  });
+
+  it("an OpenAI credential does not open another provider's stateful endpoints", async () => {
+    const { check } = setup({ providers: 'openai', envelopes: { openai: sealed() } });
+    const d = (await check('anthropic', { 'x-api-key': KEY }, { method: 'GET', path: '/anthropic/v1/files' })).decision;
+    expect(d).toMatchObject({ allow: false, code: 'ENDPOINT_NOT_ALLOWED', refusal: 'stateful' });
+  });
+});
 
 describe('which checks read a credential', () => {
   it('an account without one: allowed with no credential, and no credential lookup, cold or warm', async () => {
