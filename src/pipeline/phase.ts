@@ -87,11 +87,10 @@ export class DecisionState {
   /** Set by `account`: the `PROVIDER_BIT`s of the providers the account has its own credential for (0: none). */
   accountCredentials = 0;
   /**
-   * Set by `own-credential`: the account has its own credential for the request's provider (SPEC 18),
-   * so the allow carries it upstream (`upstream`). The endpoint rule opens `stateful` endpoints on it.
+   * Set by `own-credential`: the account's own credential for the request's provider (SPEC 18), the
+   * header and value the allow sets upstream (never logged); null: none. The endpoint rule opens
+   * `stateful` endpoints when it is set.
    */
-  ownCredential = false;
-  /** Set by `own-credential`: the header and value the allow sets upstream (never logged), or null. */
   upstream: UpstreamCredential | null = null;
   /** Set by `account`: how the account's usage is booked (`external` opens `unbillable` endpoints). */
   billing: AccountBilling = 'metered';

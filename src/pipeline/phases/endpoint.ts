@@ -29,7 +29,7 @@ import type { DecisionState, Phase, PhaseAnswer } from '../phase.ts';
  * `own-credential` phase for the request's provider (the entry's family), whose allow carries it upstream.
  */
 export function ownCredentialFor(d: DecisionState, provider: string): boolean {
-  return d.ownCredential && d.family === provider;
+  return d.upstream !== null && d.family === provider;
 }
 
 /** The OpenAI provider's owned records hold responses; references to them are looked up there. */

@@ -5,7 +5,7 @@
  * allocation. Otherwise the credential record is read through the record lookup (cached and
  * invalidated like every record, so a change or a removal is seen on the next request) and the
  * provider's envelope opened once per record version: the plaintext lives only in this memo, which
- * is dropped with the cached record. Sets `ownCredential` and `upstream` (the header the allow sets).
+ * is dropped with the cached record. Sets `upstream` (the header the allow sets; null: none of its own).
  *
  * Fail closed: an account that has its own credential for the provider is never sent upstream with
  * the gateway's instead. A sidecar without `KEYGATE_CREDENTIAL_KEY`, or an envelope that does not open
@@ -48,7 +48,6 @@ export function ownCredential(deps: OwnCredentialDeps): Phase {
     if (o === undefined) memo[i] = o = open(deps, d.grant!.account, d.family, rec.envelopes[i] ?? null);
     if (o === null) return null; // listed on the account, gone from the record (a removal under way): none
     if ('problem' in o) return unusable(o.problem, d.grant!.id);
-    d.ownCredential = true;
     d.upstream = o;
     return null;
   };
@@ -84,7 +83,7 @@ function unusable(problem: string, keyId: string): Deny {
  */
 export const requireOwnCredential: Phase = {
   name: 'require-own-credential',
-  run: (d) => (d.ownCredential ? null : notOwn(d)),
+  run: (d) => (d.upstream !== null ? null : notOwn(d)),
 };
 
 function notOwn(d: DecisionState): Deny {
