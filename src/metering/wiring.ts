@@ -18,6 +18,7 @@ import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
 import { priceCatalog } from '../prices/index.ts';
+import { ONE_SCALED } from '../prices/decimal.ts';
 import { OWNED_TTL_SECONDS } from '../schema/owned.ts';
 import { RECORD_OWNED } from '../schema/owned-scripts.ts';
 import type { RedisClient } from '../store/redis.ts';
@@ -55,7 +56,7 @@ export function priceSource(store: RecordSource): () => PriceTable | Promise<Pri
 
 /** The account's price multiplier through the cached store (the account record; absent or off the schema: 1). */
 export function accountMultiplierSource(store: RecordSource): (account: string) => bigint | Promise<bigint> {
-  const of = (st: AccountState) => (typeof st.priceMultiplier === 'bigint' ? st.priceMultiplier : 1_000_000n);
+  const of = (st: AccountState) => (typeof st.priceMultiplier === 'bigint' ? st.priceMultiplier : ONE_SCALED);
   return (account) => {
     const v = store.lookup(ACCOUNT_RECORD, account);
     return isPending(v) ? v.then(of) : of(v);
