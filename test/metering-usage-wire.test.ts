@@ -67,12 +67,12 @@ describe.each([
 describe('the owned-response record', () => {
   it('written with its fields and time to live; another account never takes it over; the owner refreshes it', async () => {
     const s = schema();
-    const record = ownedRecorder(pair!.db, s);
+    const record = ownedRecorder(pair!.db, s, () => 1_700_000_000_000);
     const key = s.owned('openai', 'resp_owned1');
     await record({ provider: 'openai', id: 'resp_owned1', account: 'acct-a', keyId: 'key_a' });
     const first = await pair!.db.hgetall(key);
     expect(first).toMatchObject({ account: 'acct-a', key_id: 'key_a' });
-    expect(Number(first.created_at)).toBeGreaterThan(Date.now() - 60_000);
+    expect(first.created_at).toBe('1700000000000');
     expect(await pair!.db.ttl(key)).toBeGreaterThan(OWNED_TTL_SECONDS - 60);
     await record({ provider: 'openai', id: 'resp_owned1', account: 'acct-b', keyId: 'key_b' });
     expect(await pair!.db.hgetall(key)).toEqual(first);

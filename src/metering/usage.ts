@@ -262,6 +262,9 @@ export function noAnomalies(): Anomalies {
   return { badCounts: 0, badModel: 0, clamped: 0 };
 }
 
+/** A service tier metering accepts from a response (`default`, `flex`, `priority`, `standard_only`…). */
+const SERVICE_TIER_PATTERN = /^[a-z0-9_-]{1,32}$/;
+
 /** The latest counts seen, per raw provider field. */
 export class UsageState {
   readonly counts = new Float64Array(NUMBER_SLOTS);
@@ -291,7 +294,8 @@ export class UsageState {
 
   takeModel(r: RecordView): void {
     const st = r.strings[SERVICE_TIER];
-    if (st !== null && st !== undefined && /^[a-z0-9_-]{1,32}$/.test(st)) this.serviceTier = st;
+    // a stream repeats its tier in every record (OpenAI's chunks): the one already taken was checked
+    if (st !== null && st !== undefined && st !== this.serviceTier && SERVICE_TIER_PATTERN.test(st)) this.serviceTier = st;
     const m = r.strings[MODEL];
     if (m !== null && m !== undefined) {
       // a stream repeats its model in every record: the one already taken was checked

@@ -18,14 +18,19 @@ import { Meter } from './meter.ts';
 import type { PriceTable } from './pricing.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
 import { priceCatalog } from '../prices/index.ts';
+import { ONE_SCALED } from '../prices/decimal.ts';
 import { OWNED_TTL_SECONDS } from '../schema/owned.ts';
 import { RECORD_OWNED } from '../schema/owned-scripts.ts';
 import type { RedisClient } from '../store/redis.ts';
 
-/** Records an owned provider object (an OpenAI background or stored response) on the metering connection. */
-export function ownedRecorder(redis: RedisClient, s: Schema): (o: { provider: string; id: string; account: string; keyId: string }) => Promise<void> {
+type WithRecordOwned = { kgRecordOwned(key: string, account: string, createdAt: string, keyId: string, ttl: string): Promise<unknown> };
+
+/** Records an owned provider object (an OpenAI background or stored response) on the metering connection (RECORD_OWNED by EVALSHA). */
+export function ownedRecorder(redis: RedisClient, s: Schema, now: () => number = Date.now): (o: { provider: string; id: string; account: string; keyId: string }) => Promise<void> {
+  if (!('kgRecordOwned' in redis)) redis.defineCommand('kgRecordOwned', { numberOfKeys: 1, lua: RECORD_OWNED });
+  const r = redis as RedisClient & WithRecordOwned;
   return async (o) => {
-    await redis.eval(RECORD_OWNED, 1, s.owned(o.provider, o.id), o.account, String(Date.now()), o.keyId, String(OWNED_TTL_SECONDS));
+    await r.kgRecordOwned(s.owned(o.provider, o.id), o.account, String(now()), o.keyId, String(OWNED_TTL_SECONDS));
   };
 }
 
@@ -51,7 +56,7 @@ export function priceSource(store: RecordSource): () => PriceTable | Promise<Pri
 
 /** The account's price multiplier through the cached store (the account record; absent or off the schema: 1). */
 export function accountMultiplierSource(store: RecordSource): (account: string) => bigint | Promise<bigint> {
-  const of = (st: AccountState) => (typeof st.priceMultiplier === 'bigint' ? st.priceMultiplier : 1_000_000n);
+  const of = (st: AccountState) => (typeof st.priceMultiplier === 'bigint' ? st.priceMultiplier : ONE_SCALED);
   return (account) => {
     const v = store.lookup(ACCOUNT_RECORD, account);
     return isPending(v) ? v.then(of) : of(v);

@@ -5,6 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { MatchLogic } from '@pydantic/genai-prices';
 import { catalogMicros, dashedDates, matches, PriceCatalog } from '../../src/prices/catalog.ts';
 import { decimalToScaled, numberText, scaledToDecimal } from '../../src/prices/decimal.ts';
 import { costOf, usageParts, type PriceSpec } from '../../src/prices/price.ts';
@@ -50,7 +51,13 @@ describe('the catalog', () => {
       'gpt-4o', 'gpt-4o', 'gpt-4o-mini', 'claude-3-5-sonnet', 'gemini-2.5-pro', 'claude-3-5-haiku',
     ]);
     expect(id('openai', 'no-such-model')).toBeNull();
-    expect(catalog.match('openai', 'gpt-4o-2024-08-06')).toBe(catalog.match('openai', 'gpt-4o-2024-08-06'));
+    // cached per name: a name seen is answered again without its rules (here made to match nothing)
+    const fresh = PriceCatalog.load();
+    const m = fresh.byId('openai', 'gpt-4o')! as { match: MatchLogic };
+    expect(fresh.match('openai', 'gpt-4o-2024-08-06')).toBe(m);
+    m.match = { equals: 'nothing' };
+    expect(fresh.match('openai', 'gpt-4o-2024-08-06')).toBe(m);
+    expect(fresh.match('openai', 'gpt-4o-2024-11-20')).not.toBe(m);
   });
 });
 
