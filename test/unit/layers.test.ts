@@ -90,6 +90,9 @@ describe('layers', () => {
   });
 
   it('the pure core imports no I/O module, store or pipeline', () => {
-    expect(importsOf('src/core').filter((l) => /'node:|ioredis|pino|\/store\/|\/pipeline\/|\/authorizer/.test(l))).toEqual([]);
+    const imports = importsOf('src/core');
+    expect(imports.length).toBeGreaterThan(20); // the control: the reader finds the imports
+    // Lines read `src/core/file.ts: module`; node:buffer (bytes, no I/O) is the one node module the core may use.
+    expect(imports.filter((l) => /: node:(?!buffer$)|ioredis|pino|\/store\/|\/pipeline\/|\/authorizer/.test(l))).toEqual([]);
   });
 });
