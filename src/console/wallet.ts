@@ -223,17 +223,18 @@ export class WalletOps {
       lua.RECORD_USAGE,
       lua.RECORD_USAGE_KEYS,
       ...lua.usageRecordKeys(s, account, keyId, input.requestId),
-      keyId,
-      String(amount),
-      input.requestId,
-      String(this.#o.usageIdempotencySeconds),
-      String(this.#o.usageLogMaxEntries),
-      String(MAX_BALANCE_MICROS),
-      model,
-      inTok,
-      outTok,
-      account, // events
-      ...['', '', '', '', '', '', JSON.stringify(recordedBasis(model === '' ? null : model, amount))], // ARGV 11-16 (metering's), 17 the price basis
+      ...lua.usageRecordArgs({
+        keyId,
+        amountMicros: amount,
+        bookingId: input.requestId,
+        idempotencySeconds: this.#o.usageIdempotencySeconds,
+        logMaxEntries: this.#o.usageLogMaxEntries,
+        model,
+        inputTokens: inTok,
+        outputTokens: outTok,
+        account, // events
+        price: JSON.stringify(recordedBasis(model === '' ? null : model, amount)),
+      }),
     )) as string[];
     if (eventsWritten(r, lua.RECORD_USAGE_EVENTS_AT) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
     switch (r[0]) {

@@ -4,7 +4,7 @@
  * know is kept in `extra` (jsonb), so nothing of an entry is lost when the entry grows.
  */
 
-/** The columns `usageRow` fills, in the order the sink inserts them. */
+/** The columns `usageRow` fills, in the order the sink inserts them (its INSERT's parameters $1-$19). */
 export const ROW_COLUMNS = [
   'booking_id',
   'account',
@@ -21,8 +21,8 @@ export const ROW_COLUMNS = [
   'estimated',
   'unpriced',
   'price',
-  'entry_id',
   'entry_ms',
+  'entry_id',
   'entry_seq',
   'extra',
 ] as const;

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import type { LedgerMetrics } from './metrics.ts';
-import { usageRow, type LedgerRow } from './row.ts';
+import { ROW_COLUMNS, usageRow, type LedgerRow } from './row.ts';
 import { LEDGER_GROUP, TRIM_ACKED } from './scripts.ts';
 
 export interface SinkOptions {
@@ -58,8 +58,6 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigi
   $10::bigint[], $11::bigint[], $12::text[], $13::boolean[], $14::boolean[], $15::jsonb[], $16::bigint[], $17::text[], $18::bigint[], $19::jsonb[])
   AS t(b, a, k, r, m, am, i, o, ci, cw, rs, src, est, unp, pr, ms, eid, seq, ex)
 ON CONFLICT (account, booking_id) DO NOTHING`;
-
-const COLUMNS = ['booking_id', 'account', 'key_id', 'request_id', 'model', 'amount_micros', 'input_tokens', 'output_tokens', 'cached_input_tokens', 'cache_write_tokens', 'reasoning_tokens', 'source', 'estimated', 'unpriced', 'price', 'entry_ms', 'entry_id', 'entry_seq', 'extra'] as const;
 
 type WithTrim = { kgLedgerTrim(key: string, group: string): Promise<unknown> };
 
@@ -368,7 +366,7 @@ export class LedgerSink {
       let inserted = 0;
       for (let i = 0; i < rows.length; i += 1000) {
         const chunk = rows.slice(i, i + 1000);
-        const r = await client.query(INSERT, COLUMNS.map((c) => chunk.map((row) => row[c])));
+        const r = await client.query(INSERT, ROW_COLUMNS.map((c) => chunk.map((row) => row[c])));
         inserted += r.rowCount ?? 0;
       }
       await client.query('COMMIT');

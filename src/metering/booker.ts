@@ -15,8 +15,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { MONEY_DEFAULTS } from '../console/wallet.ts';
-import { MAX_BALANCE_MICROS } from '../schema/money.ts';
-import { RECORD_USAGE, RECORD_USAGE_EVENTS_AT, RECORD_USAGE_KEYS, usageRecordKeys } from '../schema/money-scripts.ts';
+import { RECORD_USAGE, RECORD_USAGE_EVENTS_AT, RECORD_USAGE_KEYS, usageRecordArgs, usageRecordKeys } from '../schema/money-scripts.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { eventsSchema } from '../schema/events.ts';
 import { eventsWritten, wakeAccounts } from '../events/publish.ts';
@@ -67,26 +66,25 @@ export function priceBooking(b: Booking, table: PriceTable, endedAt: number, cat
 /** The ARGV of RECORD_USAGE for a metered booking. */
 export function bookingArgs(p: PricedBooking, o: { idempotencySeconds: number; logMaxEntries: number }): string[] {
   const b = p.booking;
-  return [
-    b.key_id,
-    String(p.amountMicros),
-    b.booking_id,
-    String(o.idempotencySeconds),
-    String(o.logMaxEntries),
-    String(MAX_BALANCE_MICROS),
-    b.model ?? '',
-    String(b.input_tokens),
-    String(b.output_tokens),
-    b.account,
-    String(b.cached_input_tokens),
-    String(b.cache_write_tokens),
-    String(b.reasoning_tokens),
-    'meter',
-    b.estimated ? '1' : '',
-    p.unpriced ? '1' : '',
-    p.basis === undefined ? '' : JSON.stringify(p.basis), // 17: why this price
-    b.request_id, // 18: the label
-  ];
+  return usageRecordArgs({
+    keyId: b.key_id,
+    amountMicros: p.amountMicros,
+    bookingId: b.booking_id,
+    idempotencySeconds: o.idempotencySeconds,
+    logMaxEntries: o.logMaxEntries,
+    model: b.model ?? '',
+    inputTokens: String(b.input_tokens),
+    outputTokens: String(b.output_tokens),
+    account: b.account,
+    cachedInputTokens: String(b.cached_input_tokens),
+    cacheWriteTokens: String(b.cache_write_tokens),
+    reasoningTokens: String(b.reasoning_tokens),
+    source: 'meter',
+    estimated: b.estimated,
+    unpriced: p.unpriced,
+    price: p.basis === undefined ? '' : JSON.stringify(p.basis),
+    label: b.request_id,
+  });
 }
 
 type WithRecordUsage = { kgRecordUsage(...args: string[]): Promise<unknown> };

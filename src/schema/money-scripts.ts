@@ -9,7 +9,7 @@
  * holds (new period, raised or removed limit). Recording usage below a threshold never touches it,
  * so it never invalidates a sidecar's cache.
  */
-import { LUA_PERIODS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from './money.ts';
+import { LUA_PERIODS, MAX_BALANCE_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL } from './money.ts';
 import { LUA_TOKEN_RATES } from './rate-scripts.ts';
 import { rateKeys } from './rates.ts';
 import { KEY_DAYS_KEPT, type Schema } from './redis-schema.ts';
@@ -173,6 +173,54 @@ export function usageRecordKeys(s: Schema, account: string, keyId: string, reque
     rk.tokens(account),
     s.usageDropped(account), // ledger: entries the cap dropped unacknowledged
     s.keyDays(account, keyId), // key days: the last KEYS entry
+  ];
+}
+
+/** One booking's inputs to RECORD_USAGE, named; counts as decimal text, '' (or absent) = not given. */
+export interface UsageRecordInput {
+  readonly keyId: string;
+  readonly amountMicros: number;
+  /** What the record is idempotent on (metering: keygate's booking id; a usage record: its request id). */
+  readonly bookingId: string;
+  readonly idempotencySeconds: number;
+  readonly logMaxEntries: number;
+  readonly model: string;
+  readonly inputTokens: string;
+  readonly outputTokens: string;
+  readonly account: string;
+  readonly cachedInputTokens?: string;
+  readonly cacheWriteTokens?: string;
+  readonly reasoningTokens?: string;
+  readonly source?: 'meter';
+  readonly estimated?: boolean;
+  readonly unpriced?: boolean;
+  /** The price basis, JSON text. */
+  readonly price: string;
+  /** The log's request id label (absent: the booking id). */
+  readonly label?: string;
+}
+
+/** The ARGV of RECORD_USAGE for one booking, in the order the script reads them (below). */
+export function usageRecordArgs(u: UsageRecordInput): string[] {
+  return [
+    u.keyId,
+    String(u.amountMicros),
+    u.bookingId,
+    String(u.idempotencySeconds),
+    String(u.logMaxEntries),
+    String(MAX_BALANCE_MICROS),
+    u.model,
+    u.inputTokens,
+    u.outputTokens,
+    u.account, // 10: events
+    u.cachedInputTokens ?? '',
+    u.cacheWriteTokens ?? '',
+    u.reasoningTokens ?? '',
+    u.source ?? '',
+    u.estimated ? '1' : '',
+    u.unpriced ? '1' : '',
+    u.price, // 17: why this price
+    u.label ?? '', // 18: the label
   ];
 }
 
