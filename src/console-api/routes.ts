@@ -320,8 +320,9 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
     },
     async (req) => {
       const p = requireAllAccounts(req, "change an account's rates, price multiplier or billing");
-      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      // The multiplier first: it is the one change checked only when written (the others by the schema), so a bad one changes nothing.
       if (req.body.price_multiplier !== undefined) await mc.setAccountPriceMultiplier(req.params.account, String(req.body.price_multiplier), p.actor);
+      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
       if (req.body.billing !== undefined) await mc.setAccountBilling(req.params.account, req.body.billing, p.actor);
       return accountView(req.params.account);
     },
