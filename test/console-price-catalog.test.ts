@@ -110,6 +110,9 @@ describe('the management API', () => {
       expect([bad, b.status, b.body.error.code]).toEqual([bad, 400, 'INVALID_INPUT']);
     }
     expect((await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: owner, body: { price_multiplier: '0' } })).status).toBe(403);
+    // with other changes in the same PATCH: the bad multiplier refuses them all
+    const mixed = await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: admin, body: { rate: { requests: 10, per: 'second' }, token_rate: { tokens: 1000, per: 'minute' }, billing: 'external', price_multiplier: 'x' } });
+    expect([mixed.status, mixed.body.error.code]).toEqual([400, 'INVALID_INPUT']);
     expect(await snapshot(db)).toEqual(before);
     const one = await callApi(base, 'PATCH', `/v1/accounts/${acct}`, { token: admin, body: { price_multiplier: 1 } });
     expect([one.status, one.body.price_multiplier]).toEqual([200, undefined]);

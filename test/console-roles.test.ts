@@ -48,7 +48,7 @@ afterAll(async () => {
   if (redis) await destroyRedis(redis);
 });
 
-async function call(role: Role, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+async function call(role: Role, method: string, path: string, body?: unknown): Promise<{ status: number; json: any; headers: Headers }> {
   const c = cookies.get(role)!;
   const res = await fetch(`${konsole.url}${path}`, {
     method,
@@ -56,7 +56,7 @@ async function call(role: Role, method: string, path: string, body?: unknown): P
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : null };
+  return { status: res.status, json: text ? JSON.parse(text) : null, headers: res.headers };
 }
 
 /** The webhook worker's own schedule (it runs in the background on earlier events): not a change a request made. */
@@ -191,6 +191,26 @@ describe('roles, route by route', () => {
     const me = await call('developer', 'GET', `/v1/accounts/${A}/me`);
     expect(me.json).toMatchObject({ type: 'user', name: 'dev@example.com', role: 'developer' });
     expect(me.json.created_keys).toEqual(expect.arrayContaining([created.json.id, rolled.json.id]));
+  });
+
+  it('a key created or rolled while its creator cannot be recorded is still answered (201, the key shown), the creator reported unfinished', async () => {
+    const members = konsole.server.console.members;
+    const setCreator = members.setCreator;
+    members.setCreator = async () => {
+      throw new Error('the {mgmt} master is down');
+    };
+    try {
+      const created = await call('developer', 'POST', `/v1/accounts/${A}/keys`, { name: 'creator-lost' });
+      expect(created.status).toBe(201);
+      expect(created.json.key).toEqual(expect.any(String));
+      expect(created.headers.get('keygate-unfinished')).toBe('key creator');
+      const rolled = await call('owner', 'POST', `/v1/keys/${created.json.id}/roll`, {});
+      expect(rolled.status).toBe(201);
+      expect(rolled.json.key).toEqual(expect.any(String));
+      expect(rolled.headers.get('keygate-unfinished')).toBe('key creator');
+    } finally {
+      members.setCreator = setCreator;
+    }
   });
 
   it("another account stays unknown to a person (404, as for a token), whatever their role", async () => {

@@ -48,6 +48,12 @@ describe('account billing', () => {
     expect(JSON.parse((await keygate(['accounts', 'show', a, '--json'])).stdout).billing).toBe('metered');
   });
 
+  it('a stored billing outside the two is CORRUPT to the console (the sidecar reads it as corrupt too)', async () => {
+    const a = `acct-${randomBytes(4).toString('hex')}`;
+    await kc.redis.hset(kc.schema.account(a), 'billing', 'prepaid');
+    await expect(kc.accountInfo(a)).rejects.toMatchObject({ code: 'CORRUPT', message: `account ${a}: billing is neither metered nor external` });
+  });
+
   it('a bad or missing --billing changes nothing, with one line', async () => {
     const a = `acct-${randomBytes(4).toString('hex')}`;
     const bad = await keygate(['accounts', 'update', a, '--billing', 'free']);

@@ -22,7 +22,7 @@ import { ApiError } from './errors.ts';
 import { recordCreator } from './roles.ts';
 import { setAlertThresholds } from '../events/publish.ts';
 import * as S from './schemas.ts';
-import { UNFINISHED_HEADER } from '../console/best-effort.ts';
+import { bestEffort, UNFINISHED_HEADER } from '../console/best-effort.ts';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -167,8 +167,10 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         fingerprint,
         async () => {
           const created = await mc.createKey(input, p.actor);
-          await recordCreator(mc, req, account, created.id); // a developer manages the keys they created (roles.ts)
-          if (created.unfinished) reply.header(UNFINISHED_HEADER, created.unfinished.join(', '));
+          // A developer manages the keys they created (roles.ts); the record follows the create, best-effort.
+          const unfinished = [...(created.unfinished ?? [])];
+          await bestEffort(unfinished, 'key creator', () => recordCreator(mc, req, account, created.id));
+          if (unfinished.length > 0) reply.header(UNFINISHED_HEADER, unfinished.join(', '));
           return { keyId: created.id, answer: { ...keyJson(await mc.getKeyView(created.id)), key: created.key } };
         },
         async (keyId) => {
@@ -279,8 +281,9 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
         `POST /v1/keys/${oldId}/roll ${canonical(req.body)}`,
         async () => {
           const rolled = await mc.rollKey(oldId, { graceSeconds: req.body.grace_seconds ?? 0, name: req.body.name ?? null }, principal(req).actor);
-          await recordCreator(mc, req, rolled.old.account, rolled.id, oldId);
-          if (rolled.unfinished) reply.header(UNFINISHED_HEADER, rolled.unfinished.join(', '));
+          const unfinished = [...(rolled.unfinished ?? [])];
+          await bestEffort(unfinished, 'key creator', () => recordCreator(mc, req, rolled.old.account, rolled.id, oldId));
+          if (unfinished.length > 0) reply.header(UNFINISHED_HEADER, unfinished.join(', '));
           const [fresh, old] = await Promise.all([mc.getKeyView(rolled.id), mc.getKeyView(oldId)]);
           return { keyId: rolled.id, answer: { ...keyJson(fresh), key: rolled.key, old: keyJson(old) } };
         },
@@ -317,8 +320,9 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
     },
     async (req) => {
       const p = requireAllAccounts(req, "change an account's rates, price multiplier or billing");
-      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
+      // The multiplier first: it is the one change checked only when written (the others by the schema), so a bad one changes nothing.
       if (req.body.price_multiplier !== undefined) await mc.setAccountPriceMultiplier(req.params.account, String(req.body.price_multiplier), p.actor);
+      if (req.body.rate !== undefined || req.body.token_rate !== undefined) await mc.setAccountRates(req.params.account, ratesOf(req.body), p.actor);
       if (req.body.billing !== undefined) await mc.setAccountBilling(req.params.account, req.body.billing, p.actor);
       return accountView(req.params.account);
     },

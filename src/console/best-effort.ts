@@ -8,7 +8,9 @@
  *   - the event (`events:{account}` stream, listed in `{wh}:eventaccts`) and the key's expiry
  *     tracking (`{wh}:expiries`);
  *   - the account's key list index (`keyorder`/`keycur`/`keyinfo`, rebuilt from the records when
- *     incomplete) and, on a revoke, the account's active-key set (healed on the next list).
+ *     incomplete) and, on a revoke, the account's active-key set (healed on the next list);
+ *   - the creator of a key a person created or rolled on the page (`{mgmt}` `keyby`; without it only
+ *     an owner manages the key).
  *
  * A part that cannot be written does not turn a done write into a failure: its name is added to the
  * write's `unfinished` list, which the library returns, the CLI prints as a warning and the API sends

@@ -6,6 +6,7 @@
  * sidecar already reads (same round trip); `metered` is stored as an absent field.
  */
 import { ACCOUNT_BILLINGS, AccountField, type AccountBilling } from '../schema/redis-schema.ts';
+import { parseAccountBilling } from '../schema/records.ts';
 import { ConsoleError } from './errors.ts';
 import type { ConsoleContext } from './context.ts';
 import { audit, type Actor } from './management.ts';
@@ -15,12 +16,11 @@ export function isAccountBilling(v: unknown): v is AccountBilling {
   return (ACCOUNT_BILLINGS as readonly unknown[]).includes(v);
 }
 
-/** The account's billing (absent: metered); a stored value outside the two is corrupt. */
+/** The account's billing, read as the sidecar reads it (absent: metered); a stored value outside the two is corrupt. */
 export async function accountBilling(ctx: ConsoleContext, account: string): Promise<AccountBilling> {
   validateAccountId(account);
-  const v = await ctx.redis.hget(ctx.schema.account(account), AccountField.billing);
-  if (v === null || v === 'metered') return 'metered';
-  if (v === 'external') return 'external';
+  const v = parseAccountBilling(await ctx.redis.hget(ctx.schema.account(account), AccountField.billing));
+  if (v !== 'corrupt') return v;
   throw new ConsoleError('CORRUPT', `account ${account}: billing is neither metered nor external`);
 }
 

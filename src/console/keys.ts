@@ -230,12 +230,12 @@ async function rollStepwise(ctx: ConsoleContext, oldRec: string, keyId: string, 
   return evalAudited(ctx, lua.ROLL_FINISH, [oldRec], [keyId, id, String(graceMs)]);
 }
 
-/** Cluster: indexes first (each a single-slot write), the key record last; undo the indexes on a collision. */
 /** createStepwise's answer when the new key's own slots were unreachable (undone: place it again). */
 const UNPLACED = 'UNPLACED';
 /** How many ids and keys a Cluster create tries before it gives up on unreachable slots. */
 const NEW_KEY_PLACEMENTS = 12;
 
+/** Cluster: indexes first (each a single-slot write), the key record last; undo the indexes on a collision. */
 async function createStepwise(ctx: ConsoleContext, account: string, id: string, digest: string, expiryArg: string, fields: string[], replacing = ''): Promise<string> {
   const s = ctx.schema;
   const redis = ctx.redis;
