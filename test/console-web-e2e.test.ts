@@ -64,7 +64,9 @@ function watch(page: Page): void {
     if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
   });
   page.on('requestfailed', (r) => {
-    if (!offline) problems.push(`request failed: ${r.url()}`);
+    // A request the browser itself cancelled (the test reloads the page while a periodic refresh is in
+    // flight) fails as net::ERR_ABORTED: not the server's failure. Any other failure text is one.
+    if (!offline && r.failure()?.errorText !== 'net::ERR_ABORTED') problems.push(`request failed: ${r.url()} (${r.failure()?.errorText})`);
   });
   page.on('request', (r) => {
     if (!r.url().startsWith(konsole.url) && !r.url().startsWith('blob:')) problems.push(`outside request: ${r.url()}`);
