@@ -9,7 +9,7 @@ import { BOOKING_ID_HEX } from '../../src/schema/booking.ts';
 import { describe, expect, it } from 'vitest';
 import { allow, type Allow } from '../../src/core/decision.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, parseCredentialHeaders, parseCredentialMarker, credentialProblem } from '../../src/core/upstream-credential.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import { parseKeyring, envelopeKid } from '../../src/keys/crypto.ts';
 import { openCredential, parseCredentialKeyring, sealCredential } from '../../src/keys/credential-crypto.ts';
 import { decisionPhases } from '../../src/pipeline/index.ts';
