@@ -3,7 +3,7 @@
  * keygate outside them; `src/schema` (Redis key names, field names, codecs) stands on the floor and
  * the price room (`src/prices`, which imports nothing of keygate); every top-level entry of src/ has
  * a rank, and an import only goes down (or sideways within its own entry). Imports are read from
- * the source text (value and type imports and re-exports alike), as in layers.test.ts.
+ * the source text (value and type imports, re-exports and dynamic imports alike), as in layers.test.ts.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -20,12 +20,12 @@ interface Import {
   readonly target: string | null;
 }
 
-/** Every import and re-export (type-only included) of every .ts file under src/. */
+/** Every import and re-export (type-only included) and every dynamic `import('…')` of a literal path, of every .ts file under src/. */
 function allImports(): Import[] {
   const files = readdirSync(SRC, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
   return files.flatMap((file) =>
-    [...readFileSync(join(SRC, file), 'utf8').matchAll(/^(?:import|export) (?:type )?[^;]*?from '([^']+)'/gms)].map((m) => {
-      const module = m[1]!;
+    [...readFileSync(join(SRC, file), 'utf8').matchAll(/^(?:import|export) (?:type )?[^;]*?from '([^']+)'|\bimport\('([^']+)'\)/gms)].map((m) => {
+      const module = (m[1] ?? m[2])!;
       const target = module.startsWith('.') ? relative(SRC, resolve(SRC, dirname(file), module)) : null;
       return { file, module, target };
     }),
