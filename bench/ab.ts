@@ -25,7 +25,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/core/key-format.ts';
 import { RateField } from '../src/schema/rates.ts';
 import { AccountField, CredentialField, encodeKeyRecord, schema } from '../src/schema/redis-schema.ts';
 import { parseCredentialKeyring, sealCredential } from '../src/keys/credential-crypto.ts';

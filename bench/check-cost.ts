@@ -17,7 +17,7 @@
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
-import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX } from '../src/core/key-format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { loadAverage } from './lib/procs.ts';

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { Redis } from 'ioredis';
-import { DEFAULT_KEY_PREFIX } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX } from '../src/core/key-format.ts';
 import { AccountField, KeyField, schema } from '../src/schema/redis-schema.ts';
 import { CheckClient } from './lib/check-client.ts';
 import { startRedis } from './lib/redis.ts';

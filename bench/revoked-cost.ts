@@ -10,7 +10,7 @@
  */
 import { once } from 'node:events';
 import { parseArgs } from 'node:util';
-import { DEFAULT_KEY_PREFIX, generateKey, keyDigest } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, generateKey, keyDigest } from '../src/core/key-format.ts';
 import { parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
 import { connectRedis } from '../src/store/redis.ts';
 import { KEY_RECORD } from '../src/schema/records.ts';

@@ -39,7 +39,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
-import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/core/key-format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { startRedis } from './lib/redis.ts';
 import { chatBody, decodeCheckResponse, encodeCheck, fastKeys, keyTemplate, malformedKey } from './lib/bodies.ts';

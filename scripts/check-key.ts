@@ -3,7 +3,7 @@
  * a filter for secret-scanner findings. Usage: scripts/node scripts/check-key.ts [prefix] < findings.txt
  */
 import { createInterface } from 'node:readline';
-import { DEFAULT_KEY_PREFIX, isWellFormedKey, maskKey } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, isWellFormedKey, maskKey } from '../src/core/key-format.ts';
 
 const prefix = process.argv[2] ?? DEFAULT_KEY_PREFIX;
 let found = 0;

@@ -10,7 +10,7 @@ import { findCredential, type HeaderValue, type KeyHeader } from './core/credent
 import { allow, deny, type Decision } from './core/decision.ts';
 import { pathOnly, resolveFamily, type PrefixRule } from './core/family.ts';
 import type { EndpointTable } from './core/model/index.ts';
-import { maskKey } from './keys/format.ts';
+import { maskKey } from './core/key-format.ts';
 import { decisionPhases, DecisionState, type CheckInput, type CheckOutcome, type DecisionEnv, type Phase, type PhaseAnswer } from './pipeline/index.ts';
 import { isPending, StoreUnavailable, type RecordSource } from './store/record-source.ts';
 

@@ -8,7 +8,7 @@ import { parseOperatorEndpoints, type OperatorRow } from './core/endpoints/opera
 import { FAMILIES, type PrefixRule } from './core/family.ts';
 import { compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './core/model/index.ts';
 import type { Family } from './core/family.ts';
-import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './keys/format.ts';
+import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './core/key-format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
 import { parseRedisUrl } from './redis-url.ts';
 import { parseCredentialHeaders } from './core/upstream-credential.ts';

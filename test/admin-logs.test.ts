@@ -3,7 +3,7 @@
  * masked key and request id; allows only at debug; and no line, deny or error, ever holds a key.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKey, maskKey } from '../src/keys/format.ts';
+import { generateKey, maskKey } from '../src/core/key-format.ts';
 
 /** What a log must show of a key, written out: its prefix, an ellipsis, its last four characters. */
 const shown = (key: string, prefix = 'kg_') => `${prefix}…${key.slice(-4)}`;

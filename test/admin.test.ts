@@ -3,7 +3,7 @@
  * Redis and draining), /metrics (decisions, latency, Redis errors, cache numbers).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { Metrics } from '../src/telemetry/metrics.ts';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { isWellFormedKey, keyDigest } from '../src/keys/format.ts';
+import { isWellFormedKey, keyDigest } from '../src/core/key-format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import {
   chatBody,

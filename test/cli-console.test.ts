@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyConsole } from '../src/console/service.ts';
-import { isWellFormedKey } from '../src/keys/format.ts';
+import { isWellFormedKey } from '../src/core/key-format.ts';
 import { rateKeys } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { RateLimiter } from '../src/store/rate-limiter.ts';

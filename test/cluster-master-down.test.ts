@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleError } from '../src/console/errors.ts';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { KeyConsole } from '../src/console/service.ts';
-import { keyDigest } from '../src/keys/format.ts';
+import { keyDigest } from '../src/core/key-format.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { managementSchema } from '../src/schema/management.ts';
 import { startCluster, type ClusterDeployment } from './helpers/redis-cluster.ts';

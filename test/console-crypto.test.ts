@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { envelopeKid, kekFingerprint, openSecret, parseKeyring, RevealKeyError, sealSecret } from '../src/keys/crypto.ts';
-import { generateKey, isWellFormedKey } from '../src/keys/format.ts';
+import { generateKey, isWellFormedKey } from '../src/core/key-format.ts';
 
 const b64 = () => randomBytes(32).toString('base64');
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { ConsoleError } from '../src/console/errors.ts';
 import { KeyConsole } from '../src/console/service.ts';
-import { isWellFormedKey, keyDigest } from '../src/keys/format.ts';
+import { isWellFormedKey, keyDigest } from '../src/core/key-format.ts';
 import { parseSidecarKey, schema, SIDECAR_KEY_FIELDS } from '../src/schema/redis-schema.ts';
 import { expectCode, startConsoleOnRedis, type ConsoleOnRedis } from './helpers/key-console.ts';
 import { dumpAllText, snapshot } from './helpers/redis-dump.ts';

@@ -2,7 +2,7 @@
  * The price table from the console: the CLI (`keygate prices …`, a real process) and the management
  * API (`/v1/prices…`, a real server), over a real redis-server. Operator tokens only; every change
  * audited in its own script; a bad model or amount changes nothing (a byte snapshot of the store);
- * what is set is what the sidecar's `PriceTable.lookup` reads.
+ * what is set is what the sidecar's pricing reads from the table (`resolvePrice`).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -11,8 +11,8 @@ import type { Redis } from 'ioredis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { validatePriceModel } from '../src/console/prices.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
-import { PriceTable } from '../src/metering/pricing.ts';
-import { pricesKey } from '../src/schema/prices.ts';
+import { resolvePrice } from '../src/prices/resolve.ts';
+import { pricesKey, PriceTable } from '../src/schema/prices.ts';
 import { callApi, useTestConsole } from './helpers/console-api.ts';
 import { snapshot } from './helpers/redis-dump.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
@@ -34,6 +34,11 @@ function keygate(args: string[]): Promise<{ code: number; stdout: string; stderr
 }
 
 const table = async () => PriceTable.fromHash(await db.hgetall(pricesKey(srv.console.schema.ns)));
+/** What the sidecar's pricing takes for a model from the table (no catalog): the field it matched and its base prices. */
+const priced = async (model: string, provider: string) => {
+  const r = resolvePrice(await table(), null, provider, model, null, 0);
+  return r && { matched: r.model, base: r.spec.base };
+};
 const auditHead = async () => (await callApi(base, 'GET', '/v1/audit?limit=1', { token: admin })).body.events[0];
 
 const fx = useTestConsole(MINE);
@@ -53,17 +58,17 @@ describe('model names', () => {
 });
 
 describe('the management API', () => {
-  it('PUT sets what PriceTable.lookup reads (case-insensitive, URL-encoded /), GET lists it, DELETE removes it; each audited', async () => {
+  it('PUT sets what the sidecar\'s pricing reads (case-insensitive, URL-encoded /), GET lists it, DELETE removes it; each audited', async () => {
     const put = await callApi(base, 'PUT', `/v1/prices/${encodeURIComponent('OpenAI/GPT-4o')}`, { token: admin, body: { input_micros: 2_500_000, output_micros: 10_000_000, cached_input_micros: 1_250_000 } });
     expect(put.status).toBe(200);
     expect(put.body).toMatchObject({ model: 'openai/gpt-4o', input_micros: 2_500_000, output_micros: 10_000_000, cached_input_micros: 1_250_000, cache_write_micros: null });
     expect(Date.parse(put.body.updated_at)).toBeGreaterThan(Date.now() - 60_000);
-    expect((await table()).lookup('gpt-4o', 'openai')).toEqual({ matched: 'openai/gpt-4o', price: { input: 2_500_000, output: 10_000_000, cachedInput: 1_250_000, cacheWrite: 2_500_000 } });
+    expect(await priced('gpt-4o', 'openai')).toEqual({ matched: 'openai/gpt-4o', base: { input: 2_500_000n, output: 10_000_000n, cached_input: 1_250_000n } });
     expect(await auditHead()).toMatchObject({ action: 'price_set', account: null, actor: { type: 'token', name: 'ops' }, changes: { model: 'openai/gpt-4o', input_micros: 2_500_000, cached_input_micros: 1_250_000 } });
 
     // A free model and a catch-all.
     expect((await callApi(base, 'PUT', '/v1/prices/*', { token: admin, body: { input_micros: 0, output_micros: 0 } })).status).toBe(200);
-    expect((await table()).lookup('unknown-model', 'google')?.matched).toBe('*');
+    expect((await priced('unknown-model', 'google'))?.matched).toBe('*');
 
     const list = await callApi(base, 'GET', '/v1/prices', { token: admin });
     expect(list.status).toBe(200);
@@ -71,7 +76,7 @@ describe('the management API', () => {
 
     const del = await callApi(base, 'DELETE', `/v1/prices/${encodeURIComponent('openai/GPT-4o')}`, { token: admin });
     expect(del.status).toBe(204);
-    expect((await table()).lookup('gpt-4o', 'openai')?.matched).toBe('*');
+    expect((await priced('gpt-4o', 'openai'))?.matched).toBe('*');
     expect(await auditHead()).toMatchObject({ action: 'price_remove', changes: { model: 'openai/gpt-4o' } });
     const again = await callApi(base, 'DELETE', `/v1/prices/${encodeURIComponent('openai/gpt-4o')}`, { token: admin });
     expect([again.status, again.body.error.code]).toEqual([404, 'NOT_FOUND']);
@@ -112,7 +117,7 @@ describe('the CLI', () => {
     const set = await keygate(['prices', 'set', 'Anthropic/*', '--input', '3', '--output', '15.000001', '--cache-write', '3.75', '--json']);
     expect([set.code, set.stderr]).toEqual([0, '']);
     expect(JSON.parse(set.stdout)).toMatchObject({ model: 'anthropic/*', input_micros: 3_000_000, output_micros: 15_000_001, cached_input_micros: null, cache_write_micros: 3_750_000 });
-    expect((await table()).lookup('claude-sonnet-4', 'anthropic')).toEqual({ matched: 'anthropic/*', price: { input: 3_000_000, output: 15_000_001, cachedInput: 3_000_000, cacheWrite: 3_750_000 } });
+    expect(await priced('claude-sonnet-4', 'anthropic')).toEqual({ matched: 'anthropic/*', base: { input: 3_000_000n, output: 15_000_001n, cache_write: 3_750_000n } });
     expect(await auditHead()).toMatchObject({ action: 'price_set', actor: { type: 'cli' }, changes: { model: 'anthropic/*' } });
 
     const before = await snapshot(db);
@@ -134,7 +139,7 @@ describe('the CLI', () => {
     expect(list.stdout).toMatch(/\nanthropic\/\* +3 +15\.000001 +\(input\) +3\.75 /);
     const rm = await keygate(['prices', 'remove', 'anthropic/*']);
     expect([rm.code, rm.stdout]).toEqual([0, 'Removed the price of anthropic/*.\n']);
-    expect((await table()).lookup('claude-sonnet-4', 'anthropic')?.matched).not.toBe('anthropic/*');
+    expect((await priced('claude-sonnet-4', 'anthropic'))?.matched).not.toBe('anthropic/*');
     const json = JSON.parse((await keygate(['prices', 'list', '--json'])).stdout);
     expect(json.prices.map((p: { model: string }) => p.model)).not.toContain('anthropic/*');
   }, 120_000);

@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { priceBooking, redisBookingWrite } from '../src/metering/booker.ts';
-import { PriceTable } from '../src/metering/pricing.ts';
+import { PriceTable } from '../src/schema/prices.ts';
 import { callApi, useTestConsole } from './helpers/console-api.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
 

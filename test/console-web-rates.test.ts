@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
-import { keyDigest } from '../src/keys/format.ts';
+import { keyDigest } from '../src/core/key-format.ts';
 import { rateKeys, RateField, RequestWindowField, TokenWindowField } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import type { TestBrowser } from './helpers/browser.ts';

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schema } from '../src/schema/redis-schema.ts';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import { seedKey } from './helpers/seed.ts';
 import { startSidecarWith, type TestSidecar } from './helpers/sidecars.ts';
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
-import { keyDigest } from '../src/keys/format.ts';
+import { keyDigest } from '../src/core/key-format.ts';
 import { KeyConsole } from '../src/console/index.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { callApi, startTestConsole } from './helpers/console-api.ts';

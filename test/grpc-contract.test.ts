@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { schema } from '../src/schema/redis-schema.ts';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import { deniedBody, deniedHeaders, okHeaders, type CheckResponseMsg, type EnvoyClient } from './helpers/envoy-client.ts';
 import { seedKey, setAccountStatus, type SeededKey } from './helpers/seed.ts';
 import { startSidecarWith, startStack, type Stack } from './helpers/sidecars.ts';

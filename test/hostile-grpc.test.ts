@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import { KeyField, schema } from '../src/schema/redis-schema.ts';
 import { authorizationService } from '../proto/envoy-protos.ts';
 import { checkRequest, deniedBody, type EnvoyClient } from './helpers/envoy-client.ts';

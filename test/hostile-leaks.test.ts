@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { TOKEN_PREFIX } from '../src/console/management.ts';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 
 function ruleRegex(): RegExp {
   const toml = readFileSync('deploy/gitleaks/keygate.toml', 'utf8');

@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import type { Sidecar } from '../src/main.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { json, send, type RawRequest } from './helpers/http-client.ts';

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BOOKING_ID_HEADER, BOOKING_ID_PATTERN } from '../src/schema/booking.ts';
+import { BOOKING_ID_HEADER, BOOKING_ID_PATTERN } from '../src/core/booking-id.ts';
 import { parseUsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import type { CheckResponseMsg } from './helpers/envoy-client.ts';

@@ -16,7 +16,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STUB_AUDIO_USAGE, STUB_BACKGROUND_USAGE, STUB_IMAGE_USAGE, STUB_REASONING_USAGE } from '../src/dev/stub-upstream.ts';
 import { OWNED_TTL_SECONDS } from '../src/schema/owned.ts';
-import { BOOKING_ID_PATTERN } from '../src/schema/booking.ts';
+import { BOOKING_ID_PATTERN } from '../src/core/booking-id.ts';
 import { parseUsageEntry, type UsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { startDevStack, type DevStack } from './helpers/dev-stack.ts';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { generateKey } from '../src/keys/format.ts';
+import { generateKey } from '../src/core/key-format.ts';
 import { encodeModels, KeyField, schema } from '../src/schema/redis-schema.ts';
 import { startBlackholeProxy } from './helpers/redis-blackhole.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';

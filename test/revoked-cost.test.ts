@@ -17,7 +17,7 @@ import { redisSource, type RedisRecordSource } from '../src/store/redis-source.t
 import { createLogger } from '../src/telemetry/logger.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { seedKey } from './helpers/seed.ts';
-import { keyDigest, generateKey } from '../src/keys/format.ts';
+import { keyDigest, generateKey } from '../src/core/key-format.ts';
 import { KeyConsole } from '../src/console/service.ts';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { ConsoleService } from '../src/console/service.ts';

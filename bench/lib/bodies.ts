@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { authorizationService } from '../../proto/envoy-protos.ts';
-import { BASE62, base62Fixed, CHECKSUM_CHARS, RANDOM_CHARS } from '../../src/keys/format.ts';
+import { BASE62, base62Fixed, CHECKSUM_CHARS, RANDOM_CHARS } from '../../src/core/key-format.ts';
 import { frameBytes } from '../../src/transport/grpc/codec.ts';
 
 export const CHECK_PATH = '/envoy.service.auth.v3.Authorization/Check';

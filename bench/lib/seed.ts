@@ -4,7 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
-import { DEFAULT_KEY_PREFIX, keyDigest } from '../../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../../src/core/key-format.ts';
 import { encodeKeyRecord, KeyField, type Schema } from '../../src/schema/redis-schema.ts';
 import { RateField } from '../../src/schema/rates.ts';
 import { fastKeys } from './bodies.ts';

@@ -8,7 +8,7 @@
 import { Cluster } from 'ioredis';
 import { parseKeyring, REVEAL_KEY_ENV, RevealKeyError, type Keyring } from '../keys/crypto.ts';
 import { CREDENTIAL_KEY_ENV, parseCredentialKeyring } from '../keys/credential-crypto.ts';
-import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from '../keys/format.ts';
+import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from '../core/key-format.ts';
 import { DEFAULT_NAMESPACE, LIMITS, schema, type Schema } from '../schema/redis-schema.ts';
 import { managementSchema, type ManagementSchema } from '../schema/management.ts';
 import { connectRedis, type RedisClient } from '../store/redis.ts';

@@ -36,7 +36,7 @@ export {
 export { ConsoleError, type ConsoleErrorCode } from './errors.ts';
 export { validateModelPattern, validateModels, validateName, parseIsoInstant } from './validate.ts';
 export { parseKeyring, sealSecret, openSecret, envelopeAad, kekFingerprint, REVEAL_KEY_ENV, type Keyring } from '../keys/crypto.ts';
-export { generateKey, isWellFormedKey, keyDigest, maskKey, DEFAULT_KEY_PREFIX } from '../keys/format.ts';
+export { generateKey, isWellFormedKey, keyDigest, maskKey, DEFAULT_KEY_PREFIX } from '../core/key-format.ts';
 export {
   LIMITS,
   SCHEMA_VERSION,

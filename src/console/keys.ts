@@ -9,7 +9,7 @@
 import { randomInt } from 'node:crypto';
 import { rolledName } from '../core/key-rules.ts';
 import { openSecret, sealSecret } from '../keys/crypto.ts';
-import { BASE62, generateKey, keyDigest, maskKey } from '../keys/format.ts';
+import { BASE62, generateKey, keyDigest, maskKey } from '../core/key-format.ts';
 import { encodeKeyRecord, encodeModels, KeyField, parseKeyRecord, SCHEMA_VERSION, type KeyRecord } from '../schema/redis-schema.ts';
 import { encodeRateFields } from '../schema/rates.ts';
 import type { KeyLimit } from '../schema/money.ts';

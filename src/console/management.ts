@@ -5,7 +5,7 @@
  * Cluster). Each operation takes the service's shared context first.
  */
 import { createHash, randomInt } from 'node:crypto';
-import { BASE62, generateKey, isWellFormedKey, keyDigest, maskKey } from '../keys/format.ts';
+import { BASE62, generateKey, isWellFormedKey, keyDigest, maskKey } from '../core/key-format.ts';
 import { SCHEMA_VERSION } from '../schema/redis-schema.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';

@@ -18,7 +18,7 @@
  * (`member_add`, `member_update`, `member_remove`) with the actor given.
  */
 import { randomInt } from 'node:crypto';
-import { BASE62 } from '../keys/format.ts';
+import { BASE62 } from '../core/key-format.ts';
 import type { ConsoleContext } from './context.ts';
 import { ConsoleError } from './errors.ts';
 import { audit, type Actor } from './management.ts';

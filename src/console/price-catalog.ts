@@ -5,7 +5,6 @@
  * table and the catalog are given.
  */
 import { FAMILIES, type Family } from '../core/family.ts';
-import { PriceTable } from '../metering/pricing.ts';
 import { matches, specAt, type CatalogModel, type PriceCatalog } from '../prices/catalog.ts';
 import { scaledToDecimal } from '../prices/decimal.ts';
 import { classPrice, DEFAULT_SERVICE_TIERS, PRICE_CLASSES, type PriceSpec } from '../prices/price.ts';
@@ -13,7 +12,7 @@ import { resolvePrice } from '../prices/resolve.ts';
 import { findProvider } from '@pydantic/genai-prices';
 import { ConsoleError } from './errors.ts';
 import type { PriceEntry } from './prices.ts';
-import { encodePrice } from '../schema/prices.ts';
+import { encodePrice, PriceTable } from '../schema/prices.ts';
 
 /** A price's every class (its own or its parent's: what is charged), micro-units; web_search per thousand calls. */
 export function effectivePrices(spec: PriceSpec, tier: PriceSpec['tiers'][number] | null = null): Record<string, number> {

@@ -6,9 +6,9 @@ import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
 import type { Family } from './family.ts';
 import { modelAllowed, qualifyModel, type ModelRead } from './model/index.ts';
-import type { Rate } from '../schema/rates.ts';
+import type { Rate } from './rate-text.ts';
 import type { UpstreamCredential } from './upstream-credential.ts';
-import type { KeyGrant, ParsedKey } from '../schema/redis-schema.ts';
+import type { KeyGrant, ParsedKey } from './key-grant.ts';
 
 export interface Allow {
   readonly allow: true;

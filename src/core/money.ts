@@ -1,11 +1,26 @@
 /**
  * Rows 6 and 7 of the decision (pure): the account's prepaid wallet and the key's spend limit, read
- * from the account's gate record (`src/schema/money.ts`). The gate changes only when a wallet or a
+ * from the account's gate record (decoded by `src/schema/money.ts`). The gate changes only when a wallet or a
  * key crosses its threshold, so a cached gate stays valid while usage is recorded; a limit's block
  * carries the end of its period and lifts by itself at that instant, with no write at midnight.
  */
-import { keyLimitReached, NO_GATE, type Gate } from '../schema/money.ts';
 import { deny, type Deny } from './decision.ts';
+
+/** What the sidecar needs of an account's money state. `limits`: key id → epoch ms the block ends (Infinity = until the limit changes). */
+export interface Gate {
+  /** `none`: the account has no wallet (never credited). */
+  readonly wallet: 'none' | 'open' | 'empty';
+  readonly limits: ReadonlyMap<string, number> | null;
+}
+
+export const NO_GATE: Gate = Object.freeze({ wallet: 'none', limits: null });
+
+/** Whether a key is over its spend limit at `nowMs` (the block lifts by itself at the period's end). */
+export function keyLimitReached(gate: Gate, keyId: string, nowMs: number): boolean {
+  if (gate.limits === null) return false;
+  const until = gate.limits.get(keyId);
+  return until !== undefined && nowMs < until;
+}
 
 /**
  * Row 6. `requireWallet`: an account without a wallet (never credited) is treated as an empty one

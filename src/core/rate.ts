@@ -3,7 +3,27 @@
  * what sidecars may hold unused, which rate refuses first, the 429's `retry-after`, its message, the
  * `x-ratelimit-*` headers of an allowed answer and Envoy's `total_limit` metadata. No I/O.
  */
-import { formatRate, UNIT_MS, type Rate, type RateKind, type RateUnit, type TokenBlocks } from '../schema/rates.ts';
+import { formatRate, type Rate, type RateKind, type RateUnit } from './rate-text.ts';
+
+/** Window length per unit (UTC, no leap seconds: every unit divides the epoch evenly). */
+export const UNIT_MS: Readonly<Record<RateUnit, number>> = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+
+/** The rates of a key or of an account, as the sidecar caches them with the record. */
+export interface Rates {
+  readonly requests: Rate | null;
+  readonly tokens: Rate | null;
+}
+
+export const NO_RATES: Rates = Object.freeze({ requests: null, tokens: null });
+
+/** Token-rate blocks of an account's keys and of the account itself, from the gate record. */
+export interface TokenBlocks {
+  /** Epoch ms the account's block ends, or null. */
+  readonly account: number | null;
+  readonly keys: ReadonlyMap<string, number> | null;
+}
+
+export const NO_TOKEN_BLOCKS: TokenBlocks = Object.freeze({ account: null, keys: null });
 
 export const RATE_LIMITED_STATUS = 429;
 

@@ -15,7 +15,7 @@ import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:h
 import { frameMessage, Reader, type Field } from '../transport/grpc/codec.ts';
 import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
 import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
-import { BOOKING_ID_FIELD } from '../schema/booking.ts';
+import { BOOKING_ID_FIELD } from '../core/booking-id.ts';
 
 /** What the dev gateway forwards as ext_authz metadata. */
 export interface Identity {

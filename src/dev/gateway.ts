@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
-import { BOOKING_ID_HEADER } from '../schema/booking.ts';
+import { BOOKING_ID_HEADER } from '../core/booking-id.ts';
 
 export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
   ['/openai', 'openai'],

@@ -12,7 +12,7 @@ import { requireAccount, principal } from '../console-api/auth.ts';
 import { ApiError } from '../console-api/errors.ts';
 import { AccountId, ErrorBody } from '../console-api/schemas.ts';
 import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
-import { isWellFormedKey, keyDigest } from '../keys/format.ts';
+import { isWellFormedKey, keyDigest } from '../core/key-format.ts';
 import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { KeyField } from '../schema/redis-schema.ts';

@@ -22,7 +22,8 @@ import { eventsWritten, wakeAccounts } from '../events/publish.ts';
 import type { RedisClient } from '../store/redis.ts';
 import type { PriceBasis } from '../prices/basis.ts';
 import type { PriceCatalog } from '../prices/catalog.ts';
-import { priceBookingUsage, type PriceTable } from './pricing.ts';
+import { priceBookingUsage } from './pricing.ts';
+import type { PriceTable } from '../schema/prices.ts';
 import type { Booking } from './session.ts';
 import type { EndpointKind } from './usage.ts';
 

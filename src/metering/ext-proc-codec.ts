@@ -15,7 +15,7 @@
  * `CommonResponse.body_mutation.body` replaces the request body.
  */
 import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
-import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../schema/booking.ts';
+import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../core/booking-id.ts';
 
 export { WireError };
 

@@ -15,11 +15,11 @@
 import { ProblemLog } from './problem-log.ts';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { PriceTable } from './pricing.ts';
+import type { PriceTable } from '../schema/prices.ts';
 import type { PriceCatalog } from '../prices/catalog.ts';
 import { priceBooking, type Booker } from './booker.ts';
 import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
-import type { MeteringMetrics } from '../telemetry/metering-metrics.ts';
+import type { MeteringMetrics } from './metrics.ts';
 
 export interface MeterLimits {
   /** Streams metered at once (default 10,000). */

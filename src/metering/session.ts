@@ -27,7 +27,7 @@
 import { createHash } from 'node:crypto';
 import type { Family } from '../core/family.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
-import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
+import { BOOKING_ID_PATTERN } from '../core/booking-id.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
 import { continueResponse, decodeProcessingRequest, headerOf, immediateResponse, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
 import { forceIncludeUsage, refusedMessage, type RefusedReason } from '../core/include-usage.ts';

@@ -9,13 +9,13 @@ import { ACCOUNT_RECORD, PRICES_RECORD, type AccountState } from '../schema/reco
 import type { Schema } from '../schema/redis-schema.ts';
 import { isPending, type RecordSource } from '../store/record-source.ts';
 import { connectRedis } from '../store/redis.ts';
-import { MeteringMetrics } from '../telemetry/metering-metrics.ts';
+import { MeteringMetrics } from './metrics.ts';
 import { meteredResponseOf, type MeteredHub } from '../telemetry/metered.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { MONEY_DEFAULTS } from '../console/wallet.ts';
 import { Booker, redisBookingWrite } from './booker.ts';
 import { Meter } from './meter.ts';
-import type { PriceTable } from './pricing.ts';
+import type { PriceTable } from '../schema/prices.ts';
 import { DEFAULT_METER_OPTIONS } from './session.ts';
 import { priceCatalog } from '../prices/index.ts';
 import { ONE_SCALED } from '../prices/decimal.ts';

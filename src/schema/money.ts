@@ -9,10 +9,13 @@
  */
 import { z } from 'zod';
 import { KEY_ID_PATTERN } from './redis-schema.ts';
+import { keyLimitReached, NO_GATE, type Gate } from '../core/money.ts';
 
 /** Largest amount of one credit or usage record: 10^15 micro-units (one billion currency units); the page's form rules hold it. */
 import { MAX_AMOUNT_MICROS } from '../core/key-rules.ts';
 export { MAX_AMOUNT_MICROS };
+// The gate as the sidecar holds it, and the spend-limit rule on it: the floor's (src/core/money.ts).
+export { keyLimitReached, NO_GATE, type Gate };
 /** Largest balance (either sign) a wallet may hold: 2^53 − 1 − MAX_AMOUNT_MICROS, so every step stays exact in Lua. */
 export const MAX_BALANCE_MICROS = Number.MAX_SAFE_INTEGER - MAX_AMOUNT_MICROS;
 
@@ -196,15 +199,6 @@ end
 
 // ── Gate record (the sidecar's read) ───────────────────────────────────────────────────────
 
-/** What the sidecar needs of an account's money state. `limits`: key id → epoch ms the block ends (Infinity = until the limit changes). */
-export interface Gate {
-  /** `none`: the account has no wallet (never credited). */
-  readonly wallet: 'none' | 'open' | 'empty';
-  readonly limits: ReadonlyMap<string, number> | null;
-}
-
-export const NO_GATE: Gate = Object.freeze({ wallet: 'none', limits: null });
-
 /** Decodes an HGETALL of the gate record; a string naming the problem when it does not follow the schema. */
 export function parseGate(hash: Record<string, string>): Gate | string {
   let wallet: Gate['wallet'] = 'none';
@@ -225,13 +219,6 @@ export function parseGate(hash: Record<string, string>): Gate | string {
     // other fields: ignored (compatible additions)
   }
   return wallet === 'none' && limits === null ? NO_GATE : { wallet, limits };
-}
-
-/** Whether a key is over its spend limit at `nowMs` (the block lifts by itself at the period's end). */
-export function keyLimitReached(gate: Gate, keyId: string, nowMs: number): boolean {
-  if (gate.limits === null) return false;
-  const until = gate.limits.get(keyId);
-  return until !== undefined && nowMs < until;
 }
 
 // ── Console-side decoders ──────────────────────────────────────────────────────────────────

@@ -18,6 +18,7 @@
 import { z } from 'zod';
 import { decimalToScaled } from '../prices/decimal.ts';
 import type { ClassPrices, PriceSpec } from '../prices/price.ts';
+import type { TableLookup } from '../prices/resolve.ts';
 import { SCHEMA_VERSION } from './redis-schema.ts';
 
 /** The largest price: 10^12 micro-units (one million currency units) per million tokens. */
@@ -188,4 +189,38 @@ export function specOf(r: PriceRecord): PriceSpec {
 /** The price a record sets (defaults applied). */
 export function priceOf(r: PriceRecord): Price {
   return { input: r.input, output: r.output, cachedInput: r.cachedInput ?? r.input, cacheWrite: r.cacheWrite ?? r.input };
+}
+
+/** The price table in memory: lower-case model field → price. */
+export class PriceTable implements TableLookup {
+  private readonly prices = new Map<string, PriceSpec>();
+  /** Fields that did not decode (skipped), with the reason. */
+  readonly corrupt: { field: string; reason: string }[] = [];
+
+  /** From an HGETALL of the prices key. */
+  static fromHash(hash: Record<string, string>): PriceTable {
+    const t = new PriceTable();
+    for (const [field, value] of Object.entries(hash)) {
+      const r = decodePrice(value);
+      if (typeof r === 'string') t.corrupt.push({ field, reason: r });
+      else t.set(field, r);
+    }
+    return t;
+  }
+
+  set(model: string, p: PriceRecord): void {
+    this.prices.set(priceField(model), specOf(p));
+  }
+
+  get(field: string): PriceSpec | undefined {
+    return this.prices.get(field);
+  }
+
+  fields(): Iterable<string> {
+    return this.prices.keys();
+  }
+
+  get size(): number {
+    return this.prices.size;
+  }
 }

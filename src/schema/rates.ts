@@ -15,25 +15,16 @@
  * A rate's record form is `N/U` (`5/s`, `100000/m`), the same text as the CLI's `--rate N/UNIT`.
  */
 import { KEY_ID_PATTERN, SCHEMA_VERSION, type Schema } from './redis-schema.ts';
+import { encodeRateFields, parseRateFields, RATE_FIELDS, RateField } from './rate-fields.ts';
+import { NO_RATES, NO_TOKEN_BLOCKS, UNIT_MS, type Rates, type TokenBlocks } from '../core/rate.ts';
 import { formatRate, MAX_RATE_REQUESTS, MAX_RATE_TOKENS, maxRateOf, parseRateText, RATE_UNITS, UNIT_LETTER, type Rate, type RateKind, type RateUnit } from '../core/rate-text.ts';
 
 // The text form of a rate is shared with the web page (src/core/rate-text.ts, no zod there).
 export { formatRate, MAX_RATE_REQUESTS, MAX_RATE_TOKENS, parseRateText, RATE_UNITS, UNIT_LETTER, type Rate, type RateKind, type RateUnit };
-
-/** Window length per unit (UTC, no leap seconds: every unit divides the epoch evenly). */
-export const UNIT_MS: Readonly<Record<RateUnit, number>> = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 };
-
-/** The rates of a key or of an account, as the sidecar caches them with the record. */
-export interface Rates {
-  readonly requests: Rate | null;
-  readonly tokens: Rate | null;
-}
-
-export const NO_RATES: Rates = Object.freeze({ requests: null, tokens: null });
-
-export const RateField = { rate: 'rate', tokenRate: 'token_rate' } as const;
-/** The fields the sidecar reads in addition to its own, in this order (key record and account record alike). */
-export const RATE_FIELDS = [RateField.rate, RateField.tokenRate] as const;
+// The pure rate rules (window lengths, the cached rates and token blocks) live in the floor (src/core/rate.ts).
+export { NO_RATES, NO_TOKEN_BLOCKS, UNIT_MS, type Rates, type TokenBlocks };
+// The two rate fields of a key or account record and their codec (src/schema/rate-fields.ts; the key record's decoder reads them too).
+export { encodeRateFields, parseRateFields, RATE_FIELDS, RateField };
 
 /** The API form: `{requests, per}` / `{tokens, per}`. */
 export interface ApiRequestRate {
@@ -71,45 +62,6 @@ export function tokenRateToApi(r: Rate | null): ApiTokenRate | null {
   return r === null ? null : { tokens: r.count, per: r.per };
 }
 
-/**
- * The HSET arguments that set both rate fields of a key or account record, and the fields to HDEL
- * (a null rate is removed). `undefined` leaves a field as it is.
- */
-export function encodeRateFields(r: { readonly requests?: Rate | null; readonly tokens?: Rate | null }): { set: string[]; del: string[] } {
-  const set: string[] = [];
-  const del: string[] = [];
-  const put = (field: string, v: Rate | null | undefined) => {
-    if (v === undefined) return;
-    if (v === null) del.push(field);
-    else set.push(field, formatRate(v));
-  };
-  put(RateField.rate, r.requests);
-  put(RateField.tokenRate, r.tokens);
-  return { set, del };
-}
-
-/**
- * Decodes the two rate fields as read (HMGET of RATE_FIELDS). `NO_RATES` (shared, frozen) when
- * neither is set, so the sidecar can tell a key without rates by identity; a string naming the
- * problem when a field does not follow the schema (the caller treats it as a corrupt record).
- */
-export function parseRateFields(rate: string | null | undefined, tokenRate: string | null | undefined): Rates | string {
-  if ((rate === null || rate === undefined) && (tokenRate === null || tokenRate === undefined)) return NO_RATES;
-  let requests: Rate | null = null;
-  let tokens: Rate | null = null;
-  if (rate !== null && rate !== undefined) {
-    const r = parseRateText(rate, 'requests');
-    if ('error' in r) return `rate: ${r.error}`;
-    requests = r;
-  }
-  if (tokenRate !== null && tokenRate !== undefined) {
-    const r = parseRateText(tokenRate, 'tokens');
-    if ('error' in r) return `token_rate: ${r.error}`;
-    tokens = r;
-  }
-  return { requests, tokens };
-}
-
 /** Whether a key's rate stays within its account's (an owner sets its keys' rates within the account's). */
 export function withinRate(inner: Rate, outer: Rate): boolean {
   // Compare per millisecond without fractions: inner/innerMs ≤ outer/outerMs.
@@ -143,15 +95,6 @@ export const TokenWindowField = { limit: 'limit', per: 'per', start: 'w', used: 
 
 /** Gate fields: `tokrate:{keyId}` (a key's token rate used up) and `tokrate` (the account's) = epoch ms the block ends. */
 export const TokenGateField = { keyPrefix: 'tokrate:', account: 'tokrate' } as const;
-
-/** Token-rate blocks of an account's keys and of the account itself, from the gate record. */
-export interface TokenBlocks {
-  /** Epoch ms the account's block ends, or null. */
-  readonly account: number | null;
-  readonly keys: ReadonlyMap<string, number> | null;
-}
-
-export const NO_TOKEN_BLOCKS: TokenBlocks = Object.freeze({ account: null, keys: null });
 
 /** Reads the token blocks of an HGETALL of the gate record; a string naming the problem when one does not follow the schema. */
 export function parseTokenBlocks(hash: Record<string, string>): TokenBlocks | string {

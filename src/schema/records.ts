@@ -9,7 +9,7 @@
  * denies (fail closed), and `corrupt` names why, for the operator's log (once per record).
  */
 import { parsePriceMultiplier, PRICE_MULTIPLIER_FIELD } from './account-price.ts';
-import { PriceTable } from '../metering/pricing.ts';
+import { PriceTable } from './prices.ts';
 import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
 import { FAMILIES } from '../core/family.ts';

@@ -34,7 +34,12 @@
  */
 import { z } from 'zod';
 import { KEY_LIMITS } from '../core/key-rules.ts';
-import { parseRateFields, type Rates } from './rates.ts';
+import type { KeyGrant, ParsedKey } from '../core/key-grant.ts';
+import type { Rates } from '../core/rate.ts';
+import { parseRateFields } from './rate-fields.ts';
+
+// What the sidecar needs of a key, and a key record as read: pure types of the floor (src/core/key-grant.ts).
+export type { KeyGrant, ParsedKey };
 
 /** The key generation: in every key name (`v1`) and in the key record's `v` field. */
 export const SCHEMA_VERSION = '1';
@@ -195,16 +200,6 @@ export function schema(namespace: string = DEFAULT_NAMESPACE): Schema {
   };
 }
 
-/** What the sidecar needs of a key. `models: null` = every model; `expiresAt: null` = never. */
-export interface KeyGrant {
-  readonly id: string;
-  readonly account: string;
-  readonly models: readonly string[] | null;
-  readonly expiresAt: number | null;
-  /** The key's request and token rates (`src/schema/rates.ts`, read with the record); absent or `NO_RATES` = none. */
-  readonly rates?: Rates;
-}
-
 const epochMs = z
   .string()
   .regex(/^\d{1,16}$/)
@@ -270,11 +265,6 @@ export function encodeKeyRecord(r: NewKeyRecord): string[] {
   if (r.updatedAt !== undefined) out.push(KeyField.updatedAt, String(r.updatedAt));
   return out;
 }
-
-export type ParsedKey =
-  | { readonly kind: 'absent' } // no record, or revoked: indistinguishable by design
-  | { readonly kind: 'grant'; readonly grant: KeyGrant }
-  | { readonly kind: 'corrupt'; readonly reason: string };
 
 const ABSENT: ParsedKey = { kind: 'absent' };
 
@@ -371,7 +361,6 @@ export function parseKeyRecord(hash: Record<string, string>): KeyRecord | null |
     if (!Array.isArray(m)) return m.corrupt;
     models = m;
   }
-  // Rates are read at call time (rates.ts imports this module: no top-level use across the cycle).
   const rates = parseRateFields(hash.rate, hash.token_rate);
   if (typeof rates === 'string') return rates;
   return {

@@ -3,7 +3,7 @@
  * redacted by path, and code logs only key ids or `maskKey` output.
  */
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import { DEFAULT_KEY_PREFIX, maskKey } from '../keys/format.ts';
+import { DEFAULT_KEY_PREFIX, maskKey } from '../core/key-format.ts';
 
 export type { Logger };
 

@@ -6,7 +6,6 @@
  * Observers must not throw and must not keep the object past the call.
  */
 import type { Family } from '../core/family.ts';
-import type { Booking } from '../metering/session.ts';
 
 /** The kind of generation call a metered endpoint is (the GenAI `gen_ai.operation.name` follows from it). */
 export type MeteredOperation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';
@@ -55,13 +54,24 @@ export class MeteredHub {
   }
 }
 
+/** What the report reads of a booking (`Booking` of src/metering/session.ts; the meter reports to this hub, telemetry does not import it). */
+export interface BookedFields {
+  readonly request_id: string;
+  readonly account: string;
+  readonly key_id: string;
+  readonly family: Family;
+  readonly model: string | null;
+  readonly input_tokens: number;
+  readonly output_tokens: number;
+}
+
 /**
  * The report of a booking: its ids, family and normalised counts (input with cached and cache
  * writes, output with reasoning: what the account was charged for), plus what the metering service
  * knows beside it.
  */
 export function meteredResponseOf(
-  booking: Booking,
+  booking: BookedFields,
   more: {
     readonly operation: MeteredOperation;
     readonly requestModel: string | null;

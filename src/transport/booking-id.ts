@@ -1,11 +1,11 @@
 /**
- * Minting booking ids (`src/schema/booking.ts`) on the Check's allow: 128 bits from the CSPRNG
+ * Minting booking ids (`src/core/booking-id.ts`) on the Check's allow: 128 bits from the CSPRNG
  * each, drawn 4 KiB at a time (one `randomFillSync` per 256 ids), written as hex straight into the
  * bytes of the answer (`writeBookingId`) or as a string (`nextBookingId`). No id is ever drawn
  * twice from the pool: each 16-byte slice is used once, then the pool is refilled.
  */
 import { randomFillSync } from 'node:crypto';
-import { BOOKING_ID_HEX, BOOKING_ID_PREFIX } from '../schema/booking.ts';
+import { BOOKING_ID_HEX, BOOKING_ID_PREFIX } from '../core/booking-id.ts';
 
 const POOL_BYTES = 4096;
 const ID_BYTES = BOOKING_ID_HEX / 2;

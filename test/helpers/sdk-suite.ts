@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { KeyConsole } from '../../src/console/service.ts';
 import { readModel } from '../../src/core/model/index.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import type { Sidecar } from '../../src/main.ts';
 import { schema } from '../../src/schema/redis-schema.ts';
 import type { RedisServer } from './redis-server.ts';

@@ -1,7 +1,7 @@
 /** Seeds key and account records directly through the schema module (tests of the read side). */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { generateKey, keyDigest } from '../../src/keys/format.ts';
+import { generateKey, keyDigest } from '../../src/core/key-format.ts';
 import { AccountField, encodeKeyRecord, type Schema } from '../../src/schema/redis-schema.ts';
 
 export interface SeededKey {

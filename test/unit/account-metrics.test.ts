@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { CheckInput, CheckOutcome } from '../../src/authorizer.ts';
 import { allow, deny } from '../../src/core/decision.ts';
 import { AccountMetrics } from '../../src/telemetry/account-metrics.ts';
+import type { Booking } from '../../src/metering/session.ts';
 import { meteredResponseOf, type MeteredResponse } from '../../src/telemetry/metered.ts';
 
 const input = {} as CheckInput;
@@ -67,8 +68,10 @@ describe('AccountMetrics', () => {
   it('a booking reported through meteredResponseOf: the normalised counts, ids and the cost', async () => {
     const reg = new Registry();
     const am = new AccountMetrics(reg, 10);
+    // A metering `Booking` as the meter reports it (telemetry reads its fields without importing the metering).
+    const booking: Booking = { booking_id: 'req-1', request_id: 'req-1', key_id: 'key_1', account: 'a1', model: 'claude-x', family: 'anthropic', input_tokens: 130, cached_input_tokens: 100, cache_write_tokens: 10, output_tokens: 9, reasoning_tokens: 0, estimated: false };
     const m = meteredResponseOf(
-      { booking_id: 'req-1', request_id: 'req-1', key_id: 'key_1', account: 'a1', model: 'claude-x', family: 'anthropic', input_tokens: 130, cached_input_tokens: 100, cache_write_tokens: 10, output_tokens: 9, reasoning_tokens: 0, estimated: false },
+      booking,
       { operation: 'messages', requestModel: 'claude-x-latest', costMicros: 321, startedAtMs: 1, endedAtMs: 2 },
     );
     expect(m).toMatchObject({ requestId: 'req-1', accountId: 'a1', keyId: 'key_1', family: 'anthropic', responseModel: 'claude-x', requestModel: 'claude-x-latest', inputTokens: 130, outputTokens: 9, costMicros: 321 });

@@ -8,7 +8,7 @@ import { DENY_STATUS } from '../../src/core/codes.ts';
 import { BUILTIN_CATALOGS, EndpointCatalog } from '../../src/core/endpoints/catalog.ts';
 import { ENDPOINT_MESSAGES } from '../../src/core/endpoints/decision.ts';
 import { scanReferences } from '../../src/core/endpoints/references.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import { schema } from '../../src/schema/redis-schema.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
 

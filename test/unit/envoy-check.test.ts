@@ -11,7 +11,7 @@ import { CheckAnswers } from '../../src/transport/envoy/services/check-answer.ts
 import { checkResponseFields, frameMessage } from '../../src/transport/grpc/codec.ts';
 import type { ResponseOptions } from '../../src/transport/response-options.ts';
 import { PLACEHOLDER_BOOKING_ID } from '../../src/transport/booking-id.ts';
-import { BOOKING_ID_PATTERN } from '../../src/schema/booking.ts';
+import { BOOKING_ID_PATTERN } from '../../src/core/booking-id.ts';
 
 const OPTS: ResponseOptions = { accountHeader: 'x-account', keyIdHeader: 'x-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
 const text = fc.oneof(fc.constantFrom('', 'a', 'a;', '1:a;', 'null', '-;', 'acct\n1'), fc.string({ maxLength: 12 }));

@@ -10,7 +10,7 @@ import { findCredential, KEY_HEADERS, trimOws, type HeaderValue } from '../../sr
 import { deny } from '../../src/core/decision.ts';
 import { denyResponse } from '../../src/core/deny-response.ts';
 import { FAMILIES, resolveFamily, type Family } from '../../src/core/family.ts';
-import { generateKey, isWellFormedKey, maskKey } from '../../src/keys/format.ts';
+import { generateKey, isWellFormedKey, maskKey } from '../../src/core/key-format.ts';
 
 const KEY = generateKey();
 

@@ -11,7 +11,7 @@ import { EventEmitter } from 'node:events';
 import { pino } from 'pino';
 import { Authorizer, type AuthorizerOptions, type CheckInput } from '../../src/authorizer.ts';
 import type { HeaderValue } from '../../src/core/credentials.ts';
-import { keyDigest } from '../../src/keys/format.ts';
+import { keyDigest } from '../../src/core/key-format.ts';
 import type { HashReads, RecordType } from '../../src/schema/records.ts';
 import { encodeKeyRecord, schema, type NewKeyRecord } from '../../src/schema/redis-schema.ts';
 import { CachedRecordSource } from '../../src/store/cache.ts';

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { meteredEndpoint, USAGE_READERS } from '../../src/metering/usage.ts';
 import { run } from './metering-helpers.ts';
 import { priceBooking } from '../../src/metering/booker.ts';
-import { PriceTable } from '../../src/metering/pricing.ts';
+import { PriceTable } from '../../src/schema/prices.ts';
 import { priceCatalog } from '../../src/prices/index.ts';
 
 const sse = (...events: object[]) => Buffer.from(events.map((e) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify(e)}\n\n`).join(''));

@@ -3,10 +3,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { forceIncludeUsage } from '../../src/core/include-usage.ts';
 import { count, JsonReader, obj, SEEN, str, TEXT, arr, BAD, type RecordView } from '../../src/metering/json-reader.ts';
-import { costMicros, PriceTable } from '../../src/metering/pricing.ts';
+import { priceBookingUsage } from '../../src/metering/pricing.ts';
+import type { PricedUsage } from '../../src/prices/price.ts';
+import { resolvePrice } from '../../src/prices/resolve.ts';
 import { SseReader } from '../../src/metering/sse.ts';
 import { MAX_AMOUNT_MICROS } from '../../src/schema/money.ts';
-import { decodePrice, encodePrice, MAX_PRICE_MICROS, priceOf, pricesKey } from '../../src/schema/prices.ts';
+import { decodePrice, encodePrice, MAX_PRICE_MICROS, priceOf, pricesKey, PriceTable, type PriceRecord } from '../../src/schema/prices.ts';
 import { randomCuts, rng, splitAt } from './metering-helpers.ts';
 
 function events(input: Uint8Array[], max = 1 << 20): { events: string[]; oversized: number } {
@@ -172,17 +174,26 @@ describe('prices', () => {
     expect(() => encodePrice({ input: -1, output: 0 })).toThrow();
   });
 
-  it('lookup: exact, then provider/name for a bare name, then provider/*, then *; case-insensitive', () => {
-    const p = (n: number) => ({ input: n, output: n, cachedInput: n, cacheWrite: n });
+  it('the table as named: exact, then provider/name for a bare name, then provider/*, then *; case-insensitive', () => {
     const t = PriceTable.fromHash({ 'gpt-4o-mini': encodePrice({ input: 1, output: 1 }), 'openai/o3': encodePrice({ input: 2, output: 2 }), 'anthropic/*': encodePrice({ input: 3, output: 3 }), '*': encodePrice({ input: 4, output: 4 }), broken: 'nope' });
-    expect(t.lookup('GPT-4o-Mini', 'openai')).toEqual({ price: p(1), matched: 'gpt-4o-mini' });
-    expect(t.lookup('o3', 'openai')).toEqual({ price: p(2), matched: 'openai/o3' });
-    expect(t.lookup('o3', 'google')).toEqual({ price: p(4), matched: '*' });
-    expect(t.lookup('claude-x', 'anthropic')).toEqual({ price: p(3), matched: 'anthropic/*' });
-    expect(t.lookup(null, 'openai')).toEqual({ price: p(4), matched: '*' });
+    const at = (model: string | null, provider: string) => {
+      const r = resolvePrice(t, null, provider, model, null, 0);
+      return r && { matched: r.model, input: r.spec.base.input };
+    };
+    expect(at('GPT-4o-Mini', 'openai')).toEqual({ matched: 'gpt-4o-mini', input: 1n });
+    expect(at('o3', 'openai')).toEqual({ matched: 'openai/o3', input: 2n });
+    expect(at('o3', 'google')).toEqual({ matched: '*', input: 4n });
+    expect(at('claude-x', 'anthropic')).toEqual({ matched: 'anthropic/*', input: 3n });
+    expect(at(null, 'openai')).toEqual({ matched: '*', input: 4n });
     expect(t.corrupt).toHaveLength(1);
-    expect(new PriceTable().lookup('x', 'openai')).toBeNull();
+    expect(resolvePrice(new PriceTable(), null, 'openai', 'x', null, 0)).toBeNull();
   });
+
+  /** A booking's cost at one flat price (the table's `*`), through the booking's own pricing. */
+  const costMicros = (c: PricedUsage, p: PriceRecord) => {
+    const r = priceBookingUsage({ table: PriceTable.fromHash({ '*': encodePrice(p) }), catalog: null }, 'openai', 'm', null, c, 0);
+    return { amount: r.amount, clamped: r.clamped };
+  };
 
   it('cost with cache writes and cache reads: each part at its own price, the fresh input without either, rounded up', () => {
     // Anthropic-like prices per million: input 3, cache read 0.3, cache write 3.75, output 15

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { moneyDeny } from '../../src/core/money.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import { GATE_FOREVER, NO_GATE, parseGate, type Gate } from '../../src/schema/money.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
 

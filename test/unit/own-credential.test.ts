@@ -5,11 +5,11 @@
  * check, fail closed without the key or with an envelope of another account, the answer's headers
  * on both transports, the envelope's binding and a key rotation.
  */
-import { BOOKING_ID_HEX } from '../../src/schema/booking.ts';
+import { BOOKING_ID_HEX } from '../../src/core/booking-id.ts';
 import { describe, expect, it } from 'vitest';
 import { allow, type Allow } from '../../src/core/decision.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, parseCredentialHeaders, parseCredentialMarker, credentialProblem } from '../../src/core/upstream-credential.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import { parseKeyring, envelopeKid } from '../../src/keys/crypto.ts';
 import { openCredential, parseCredentialKeyring, sealCredential } from '../../src/keys/credential-crypto.ts';
 import { decisionPhases } from '../../src/pipeline/index.ts';

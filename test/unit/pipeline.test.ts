@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DENY_CODES, DENY_STATUS, type DenyCode } from '../../src/core/codes.ts';
 import { modelAllowed } from '../../src/core/model/index.ts';
-import { generateKey } from '../../src/keys/format.ts';
+import { generateKey } from '../../src/core/key-format.ts';
 import { decisionPhases } from '../../src/pipeline/index.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
 

@@ -15,9 +15,8 @@ import { join } from 'node:path';
 import { calcPrice } from '@pydantic/genai-prices';
 import { describe, expect, it } from 'vitest';
 import { priceBooking } from '../../src/metering/booker.ts';
-import { PriceTable } from '../../src/metering/pricing.ts';
 import type { Booking } from '../../src/metering/session.ts';
-import { encodePrice, type PriceRecord } from '../../src/schema/prices.ts';
+import { encodePrice, PriceTable, type PriceRecord } from '../../src/schema/prices.ts';
 import { run, splitAt } from './metering-helpers.ts';
 
 const FIX = join(import.meta.dirname, '..', 'fixtures', 'prices');

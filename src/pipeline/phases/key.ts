@@ -5,7 +5,7 @@
  * (a promise only when the lookup returns one; no async function around it).
  */
 import { keyRecordDeny } from '../../core/decision.ts';
-import { keyDigest } from '../../keys/format.ts';
+import { keyDigest } from '../../core/key-format.ts';
 import { KEY_RECORD } from '../../schema/records.ts';
 import type { ParsedKey } from '../../schema/redis-schema.ts';
 import { isPending } from '../../store/record-source.ts';

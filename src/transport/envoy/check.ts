@@ -10,7 +10,7 @@ import { totalLimitMetadata } from '../../core/rate.ts';
 import { denyResponse } from '../../core/deny-response.ts';
 import type { ResponseOptions } from '../response-options.ts';
 import { GrpcStatus } from './grpc.ts';
-import { BOOKING_ID_FIELD } from '../../schema/booking.ts';
+import { BOOKING_ID_FIELD } from '../../core/booking-id.ts';
 import { PLACEHOLDER_BOOKING_ID } from '../booking-id.ts';
 
 /** The parts of AttributeContext.HttpRequest keygate reads. */

@@ -18,7 +18,7 @@ import { KEY_HEADERS } from '../../core/credentials.ts';
 import { denyResponse } from '../../core/deny-response.ts';
 import type { ResponseOptions } from '../response-options.ts';
 import type { AuthzMode } from './authz-request.ts';
-import { BOOKING_ID_HEADER } from '../../schema/booking.ts';
+import { BOOKING_ID_HEADER } from '../../core/booking-id.ts';
 import { nextBookingId } from '../booking-id.ts';
 
 export interface AuthzResponse {

@@ -12,7 +12,7 @@ import { checkResponseFields, encodeMessage, frameMessage, headerOptions, type F
 import { DenyFrames } from '../../grpc/deny-frames.ts';
 import type { ResponseOptions } from '../../response-options.ts';
 import { allowKey, allowParts, allowResponse, checkResponse, overwrite, type AllowParts } from '../check.ts';
-import { BOOKING_ID_HEX } from '../../../schema/booking.ts';
+import { BOOKING_ID_HEX } from '../../../core/booking-id.ts';
 import { PLACEHOLDER_BOOKING_ID, writeBookingHex } from '../../booking-id.ts';
 
 /** Encoded allow responses kept. */
