@@ -20,7 +20,6 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
-import { WebhookStore } from '../src/events/webhooks.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { encodeCheck } from './lib/bodies.ts';
 import { median } from './lib/common.ts';
@@ -41,9 +40,8 @@ const log = (m: string) => process.stderr.write(`bench/events: ${m}\n`);
 async function main(): Promise<void> {
   const bench = await startBench('events');
   const { tmp, redis, db, s, targets } = bench;
-  const kc = new KeyConsole({ redis: db });
   const reveal = `k1:${randomBytes(32).toString('base64')}`;
-  const store = new WebhookStore(db, 'kg', reveal);
+  const kc = new KeyConsole({ redis: db, revealKey: reveal });
   const es = eventsSchema('kg');
   const out: string[] = [];
   try {
@@ -54,9 +52,9 @@ async function main(): Promise<void> {
       await kc.creditAccount(k.account, BIG, 'bench');
       await kc.setKeyLimit(k.id, { amountMicros: BIG, period: 'day' });
     }
-    await kc.events.setWalletLow(eventful.account, 1_000_000);
-    await kc.events.setKeyThresholds(eventful.account, eventful.id, [50, 80, 100]);
-    for (let i = 0; i < 3; i++) await store.create({ url: `http://127.0.0.1:9/hook-${i}`, account: eventful.account }, true);
+    await kc.setWalletLow(eventful.account, 1_000_000);
+    await kc.setKeyAlertThresholds(eventful.id, [50, 80, 100]);
+    for (let i = 0; i < 3; i++) await kc.createWebhook({ url: `http://127.0.0.1:9/hook-${i}`, account: eventful.account }, undefined, { allowPrivate: true });
     for (let i = 0; i < UNDELIVERED; i++) await kc.events.publish(eventful.account, 'wallet.credited', { amount_micros: 1, reference: `bench-${i}`, balance_micros: BIG });
     const undelivered = await db.xlen(es.stream(eventful.account));
     // The quiet account as one that never had an event: its set-up credit's event removed.
@@ -100,10 +98,10 @@ async function main(): Promise<void> {
         const k = await seedConsoleKey(db, s, `${side}${i}`);
         await kc.creditAccount(k.account, BIG, 'bench');
         await kc.setKeyLimit(k.id, { amountMicros: BIG, period: 'day' });
-        if (side === 'plain') await kc.events.setKeyThresholds(k.account, k.id, []);
+        if (side === 'plain') await kc.setKeyAlertThresholds(k.id, []);
         else {
-          await kc.events.setKeyThresholds(k.account, k.id, [50, 80, 100]);
-          await kc.events.setWalletLow(k.account, 1_000_000);
+          await kc.setKeyAlertThresholds(k.id, [50, 80, 100]);
+          await kc.setWalletLow(k.account, 1_000_000);
         }
         sides[side].push(k);
       }

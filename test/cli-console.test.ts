@@ -466,7 +466,7 @@ describe('conflicting options: refused in every command, exit 2 (a usage error),
       })
     ).id;
     await kc.setAccountRates(account, { requests: { count: 100, per: 'second' }, tokens: { count: 100_000, per: 'minute' } });
-    await kc.events.setWalletLow(account, 10_000_000);
+    await kc.setWalletLow(account, 10_000_000);
   });
 
   const pairs: Array<[string, () => string[], RegExp]> = [

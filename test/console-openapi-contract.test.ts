@@ -10,7 +10,6 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
-import { webhooksOf } from '../src/events/service.ts';
 import { MAX_MEMBERS } from '../src/console/members.ts';
 import { eventsSchema } from '../src/schema/events.ts';
 import { MAX_PRICES, pricesKey } from '../src/schema/prices.ts';
@@ -127,7 +126,7 @@ async function fresh(account = MINE, op?: Op): Promise<Keys> {
   // The credential routes: one credential on the account, for a valid DELETE to remove.
   if (op?.path.includes('/credentials/')) await srv.console.setCredential(account, 'openai', `sk-probe-${randomBytes(8).toString('hex')}`, CLI_ACTOR);
   if (!op?.path.startsWith('/v1/webhooks/')) return { key: created.id, plaintext: created.key, token, account };
-  const webhook = (await webhooksOf(srv.console).create({ url: HOOK_URL, account }, false)).endpoint.id;
+  const webhook = (await srv.console.createWebhook({ url: HOOK_URL, account }, undefined, { allowPrivate: false })).endpoint.id;
   const event = `evt_${Date.now()}_1_${randomBytes(4).toString('hex')}`;
   const dead = { event: { id: event, type: 'key.created', created_at: new Date().toISOString(), account, data: {} }, attempts: 8, last_error: 'HTTP 500', dead_at: Date.now() };
   await redis.client().lpush(eventsSchema(srv.console.schema.ns).dead(webhook), JSON.stringify(dead));
@@ -255,7 +254,7 @@ describe('the OpenAPI document predicts every answer', () => {
     // Webhooks: an all-accounts webhook needs an all-accounts token; at most 20 an account.
     await probe(byId('createWebhook'), '/v1/webhooks', { token: owner, body: { url: HOOK_URL, account: null } }, 'all accounts, scoped token');
     const w = `hooks-${randomBytes(4).toString('hex')}`;
-    for (let i = 0; i < 20; i++) await webhooksOf(srv.console).create({ url: HOOK_URL, account: w }, false);
+    for (let i = 0; i < 20; i++) await srv.console.createWebhook({ url: HOOK_URL, account: w }, undefined, { allowPrivate: false });
     await probe(byId('createWebhook'), '/v1/webhooks', { token: admin, body: { url: HOOK_URL, account: w } }, 'at the cap');
     // The price table at its size bound: a new model is refused, a priced one still changes.
     const prices = pricesKey(s.ns);

@@ -36,9 +36,11 @@ afterAll(async () => {
 it('wallet and threshold events at their crossing, delivered in order from a Cluster', async () => {
   const a = `c-${randomBytes(4).toString('hex')}`;
   const store = new WebhookStore(mc.redis, 'kg', REVEAL);
-  await store.create({ url: r.url, account: a, events: ['wallet.credited', 'wallet.low', 'wallet.empty', 'key.limit.threshold'] }, true);
+  await mc.createWebhook({ url: r.url, account: a, events: ['wallet.credited', 'wallet.low', 'wallet.empty', 'key.limit.threshold'] }, CLI_ACTOR, { allowPrivate: true });
   await mc.creditAccount(a, 1000, 'c1', CLI_ACTOR);
-  await mc.events.setWalletLow(a, 500);
+  await mc.setWalletLow(a, 500, CLI_ACTOR);
+  // on a Cluster the audit lists are in another slot: the entry follows the change
+  expect((await mc.listAudit({ account: a })).map((e) => e.action)).toEqual(['alert', 'credit', 'webhook_create']);
   const k = await mc.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: { amountMicros: 1000, period: 'week' } }, CLI_ACTOR);
   await mc.recordUsage({ keyId: k.id, amountMicros: 500, requestId: 'u1' }); // balance 500: not below; spend 50 %
   await mc.recordUsage({ keyId: k.id, amountMicros: 500, requestId: 'u2' }); // balance 0: low and empty; spend 100 % (80 and 100)

@@ -57,7 +57,7 @@ describe('delivery worker', () => {
     const r = await startReceiver();
     receivers.push(r);
     const a = acct();
-    await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    await mc.createWebhook({ url: r.url, account: a, events: ['wallet.credited'] }, undefined, { allowPrivate: true });
     r.respond = (_x, n) => (n === 1 ? 'hang' : 200);
     await mc.creditAccount(a, 1, 'one', CLI_ACTOR);
     await mc.creditAccount(a, 2, 'two', CLI_ACTOR);
@@ -76,7 +76,7 @@ describe('delivery worker', () => {
     const r = await startReceiver();
     receivers.push(r);
     const a = acct();
-    await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    await mc.createWebhook({ url: r.url, account: a, events: ['wallet.credited'] }, undefined, { allowPrivate: true });
     for (let i = 1; i <= 8; i++) await mc.creditAccount(a, i, `c${i}`, CLI_ACTOR);
     const w1 = worker(config(), 5000);
     const w2 = worker(config(), 5000);
@@ -92,7 +92,7 @@ describe('delivery worker', () => {
     const r = await startReceiver();
     receivers.push(r);
     const a = acct();
-    const { endpoint } = await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    const { endpoint } = await mc.createWebhook({ url: r.url, account: a, events: ['wallet.credited'] }, undefined, { allowPrivate: true });
     // What a credit right after `create` gets when the server clock has not ticked yet: the stream id
     // <creation ms>-0 (written here with that id, so the case does not depend on timing).
     const s = eventsSchema('kg');
@@ -116,8 +116,8 @@ describe('delivery worker', () => {
     // A receiver URL may carry a token in its path (as Slack's and Discord's do) or its query string:
     // the event tells the endpoint by its id and origin only.
     const badUrl = `${bad.url}${bad.url.endsWith('/') ? '' : '/'}hook/s3cret-path-token?token=s3cret-query-token&x=1`;
-    const { endpoint } = await store.create({ url: badUrl, account: a, events: ['wallet.credited'] }, true);
-    await store.create({ url: watch.url, account: a, events: ['webhook.disabled'] }, true);
+    const { endpoint } = await mc.createWebhook({ url: badUrl, account: a, events: ['wallet.credited'] }, undefined, { allowPrivate: true });
+    await mc.createWebhook({ url: watch.url, account: a, events: ['webhook.disabled'] }, undefined, { allowPrivate: true });
     await mc.creditAccount(a, 1, 'x', CLI_ACTOR);
     const w = worker(config({ retryScheduleSeconds: [0.3, 0.3, 0.3, 0.3, 0.3, 0.3], disableAfterMs: 700 }));
     const ev = await until('webhook.disabled', () => watch.received.find((x) => x.event.type === 'webhook.disabled'));
@@ -126,7 +126,7 @@ describe('delivery worker', () => {
     expect(ev.body).not.toContain('s3cret');
     expect(bad.received.length).toBeGreaterThan(0); // the endpoint was called at its full URL meanwhile
     expect(ev.event.account).toBe(a);
-    expect((await store.get(endpoint.id)).status).toBe('disabled');
+    expect((await mc.getWebhook(endpoint.id)).status).toBe('disabled');
     const n = bad.received.length;
     await new Promise((x) => setTimeout(x, 800));
     expect(bad.received.length).toBe(n); // no attempts once disabled
@@ -137,7 +137,7 @@ describe('delivery worker', () => {
     const r = await startReceiver();
     receivers.push(r);
     const a = acct();
-    await store.create({ url: r.url, account: a, events: ['key.expired'] }, true);
+    await mc.createWebhook({ url: r.url, account: a, events: ['key.expired'] }, undefined, { allowPrivate: true });
     // `soon` must still be ahead when the fill reads the clock, however slow a loaded machine makes the steps before it.
     const soon = await mc.createKey({ account: a, name: 'soon', expiresAt: Date.now() + 4000 }, CLI_ACTOR);
     const later = await mc.createKey({ account: a, name: 'later', expiresAt: Date.now() + 86_400_000 }, CLI_ACTOR);
@@ -177,7 +177,7 @@ describe('delivery worker', () => {
     receivers.push(r, target);
     r.respond = () => 302;
     const a = acct();
-    const { endpoint } = await store.create({ url: r.url, account: a, events: ['wallet.credited'] }, true);
+    const { endpoint } = await mc.createWebhook({ url: r.url, account: a, events: ['wallet.credited'] }, undefined, { allowPrivate: true });
     await mc.creditAccount(a, 1, 'r', CLI_ACTOR);
     const w = worker(config({ retryScheduleSeconds: [0.1] }));
     await until('dead letter', async () => (await store.listDead(endpoint.id)).length === 1);
@@ -214,7 +214,7 @@ describe('CLI', () => {
     expect((await cli(['keys', 'update', k.id, '--alert-at', '90,50'])).code).toBe(0);
     expect(await mc.events.keyThresholds(a, k.id)).toEqual([50, 90]);
     expect((await cli(['webhooks', 'remove', made.id])).out).toMatch(/Removed/);
-    await expect(store.get(made.id)).rejects.toThrow(/no webhook/);
+    await expect(mc.getWebhook(made.id)).rejects.toThrow(/no webhook/);
     expect((await mc.listAudit({ account: a })).map((e) => e.action)).toEqual(expect.arrayContaining(['webhook_create', 'webhook_remove', 'alert']));
   }, 150_000);
 
@@ -234,7 +234,7 @@ describe('CLI', () => {
     const text = await cli(['webhooks', 'dead', made.id]);
     expect(text.out).toContain(dead[0]!.event.id);
     expect(text.out).toMatch(/HTTP 500/);
-    expect((await store.get(made.id)).failingSince).not.toBeNull();
+    expect((await mc.getWebhook(made.id)).failingSince).not.toBeNull();
     fail = false;
     const rep = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
     expect(rep.code).toBe(0);
@@ -242,7 +242,7 @@ describe('CLI', () => {
     await until('the replay delivered', () => r.received.filter((x) => x.event.id === dead[0]!.event.id).length === 4, 20_000);
     expect((await cli(['webhooks', 'dead', made.id])).out).toMatch(/No dead letters/);
     // The replay's success is the endpoint's success: no longer failing, so not disabled later.
-    await until('failing_since cleared', async () => (await store.get(made.id)).failingSince === null, 10_000);
+    await until('failing_since cleared', async () => (await mc.getWebhook(made.id)).failingSince === null, 10_000);
     const again = await cli(['webhooks', 'replay', made.id, dead[0]!.event.id]);
     expect(again.code).not.toBe(0);
     expect(again.err).toMatch(/no dead letter/);

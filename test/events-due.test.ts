@@ -70,8 +70,7 @@ describe('the delivery worker and idle accounts', () => {
     for (let i = 0; i < ACCOUNTS.length; i += 100) {
       await Promise.all(ACCOUNTS.slice(i, i + 100).map((a) => pub.publish(a, 'account.disabled', { account_id: a, status: 'disabled' })));
     }
-    const store = new WebhookStore(db, 'kg', REVEAL);
-    await store.create({ url: receiver!.url, account: null, events: ['account.enabled'] }, true);
+    await new KeyConsole({ redis: db, revealKey: REVEAL }).createWebhook({ url: receiver!.url, account: null, events: ['account.enabled'] }, undefined, { allowPrivate: true });
     worker(600_000);
     // The wake-ups of the 1,000 publishes are handled once (nothing to deliver), then the set is empty.
     await until('the due set handled', async () => (await db.zcard(es.due())) === 0);

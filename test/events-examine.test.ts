@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import { KeyConsole } from '../src/console/service.ts';
 import { EventPublisher, eventKeysFor } from '../src/events/publish.ts';
 import { WebhookStore } from '../src/events/webhooks.ts';
 import { DeliveryWorker } from '../src/events/worker.ts';
@@ -36,8 +37,7 @@ afterAll(async () => {
 
 describe('an account the worker cannot examine', () => {
   it('does not hold back the other accounts of its sweep or its claimed batch', async () => {
-    const store = new WebhookStore(db, 'kg', REVEAL);
-    const { endpoint: ep } = await store.create({ url: receiver!.url, account: null, events: null }, true);
+    const { endpoint: ep } = await new KeyConsole({ redis: db, revealKey: REVEAL }).createWebhook({ url: receiver!.url, account: null, events: null }, undefined, { allowPrivate: true });
     await sleep(5); // the events come after the endpoint's creation millisecond
     const pub = new EventPublisher(db, 'kg');
     // 'a-bad' sorts before 'b-good' in the due set (both due now), so it is examined first.
@@ -48,7 +48,7 @@ describe('an account the worker cannot examine', () => {
     worker = new DeliveryWorker({
       redis: db,
       namespace: 'kg',
-      webhooks: store,
+      webhooks: new WebhookStore(db, 'kg', REVEAL),
       config: { retryScheduleSeconds: [0.2], allowPrivate: true, disableAfterMs: 86_400_000, timeoutMs: 5000, concurrency: 8 },
       log: createLogger('silent'),
       pollMs: 100,

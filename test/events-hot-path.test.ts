@@ -9,7 +9,6 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { KeyConsole } from '../src/console/service.ts';
-import { WebhookStore } from '../src/events/webhooks.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, outcomeOf, startTestSidecar, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
 
@@ -35,11 +34,11 @@ afterAll(async () => {
 
 it('a Check touches no events or webhook record, whatever the account has set up', async () => {
   const a = `hot-${randomBytes(4).toString('hex')}`;
-  const store = new WebhookStore(kc!.redis, 'kg', REVEAL, async () => [{ address: '93.184.216.34', family: 4 }]); // hooks.example.com, public (no DNS here)
-  await store.create({ url: 'https://hooks.example.com/k', account: a }, false);
-  await store.create({ url: 'https://hooks.example.com/all', account: null }, false);
+  const rule = { allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 as const }] }; // hooks.example.com, public (no DNS here)
+  await kc!.createWebhook({ url: 'https://hooks.example.com/k', account: a }, undefined, rule);
+  await kc!.createWebhook({ url: 'https://hooks.example.com/all', account: null }, undefined, rule);
   await kc!.creditAccount(a, 20_000_000, 'c1', CLI_ACTOR); // wallet.credited, undelivered
-  await kc!.events.setWalletLow(a, 10_000_000);
+  await kc!.setWalletLow(a, 10_000_000);
   const k = await kc!.createKey({ account: a, name: 'at limit', models: null, expiresAt: null, limit: { amountMicros: 1000, period: 'day' } }, CLI_ACTOR);
   const k2 = await kc!.createKey({ account: a, name: 'open', models: ['openai/*'], expiresAt: null, limit: null }, CLI_ACTOR);
   await kc!.recordUsage({ keyId: k.id, amountMicros: 1000, requestId: 'r1' }); // key.limit.threshold 50, 80, 100

@@ -94,7 +94,7 @@ describe('every event type, signed', () => {
     const { secret } = await hook(a, r);
     const m = mc();
     await m.creditAccount(a, 20_000_000, 'c1', CLI_ACTOR);
-    await m.events.setWalletLow(a, 10_000_000);
+    await m.setWalletLow(a, 10_000_000);
     const created = await m.createKey({ account: a, name: 'k1', models: null, expiresAt: Date.now() + 2500, limit: { amountMicros: 1000, period: 'month' } }, CLI_ACTOR);
     await m.recordUsage({ keyId: created.id, amountMicros: 500, requestId: 'r1' });
     await m.recordUsage({ keyId: created.id, amountMicros: 10_000_000, requestId: 'r2' });
@@ -156,7 +156,7 @@ describe('thresholds at their exact crossing (in the usage script)', () => {
     const a = acct();
     const m = mc();
     await m.creditAccount(a, 10_000_002, 'c1', CLI_ACTOR);
-    await m.events.setWalletLow(a, 10_000_000);
+    await m.setWalletLow(a, 10_000_000);
     const k = await m.createKey({ account: a, name: 'k', models: null, expiresAt: null, limit: null }, CLI_ACTOR);
     const lows = async () => (await stream(a)).filter((e) => e.type === 'wallet.low');
     await m.recordUsage({ keyId: k.id, amountMicros: 2, requestId: 'a' }); // 10.000000: not below
@@ -290,10 +290,8 @@ describe('management routes', () => {
   });
 
   it('creation refuses loopback when private destinations are not allowed', async () => {
-    const { WebhookStore } = await import('../src/events/webhooks.ts');
-    const s = new WebhookStore(mc().redis, 'kg', `k1:${randomBytes(32).toString('base64')}`);
     for (const url of ['http://127.0.0.1/x', 'http://2130706433/', 'http://[::ffff:127.0.0.1]/', 'http://localhost/', 'http://169.254.169.254/latest', 'http://user:pw@example.com/']) {
-      await expect(s.create({ url, account: 'a' }, false)).rejects.toThrow(/url:/);
+      await expect(mc().createWebhook({ url, account: 'a' }, undefined, { allowPrivate: false })).rejects.toThrow(/url:/);
     }
   });
 

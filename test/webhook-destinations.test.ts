@@ -85,8 +85,7 @@ describe('POST /v1/webhooks resolves the destination', () => {
     const gone = await cli(['webhooks', 'create', '--url', 'http://nothing.keygate-test.invalid/x', '--account', OWNED]);
     expect(gone.code).not.toBe(0);
     expect(gone.stderr).toMatch(/does not resolve|could not be resolved now/);
-    const store = new WebhookStore(srv.console.redis, srv.console.schema.ns, REVEAL);
-    await expect(store.create({ url: `http://${SELF}/x`, account: OWNED }, false)).rejects.toThrow(/url: the host name .* resolves to a loopback, private/);
+    await expect(srv.console.createWebhook({ url: `http://${SELF}/x`, account: OWNED }, undefined, { allowPrivate: false })).rejects.toThrow(/url: the host name .* resolves to a loopback, private/);
     expect(await stored()).toBe(before);
   }, 60_000);
 });

@@ -27,7 +27,7 @@ import type { KeyRecord } from '../schema/redis-schema.ts';
 import { windowUseWords } from '../core/key-rules.ts';
 import { formatRate, parseRateText, type Rate } from '../schema/rates.ts';
 import type { RatesPatch, RateUse } from '../console/rates.ts';
-import { parseThresholdList, setAlertThresholds } from '../events/publish.ts';
+import { parseThresholdList } from '../console/alerts.ts';
 import { unfinishedWarning } from '../console/best-effort.ts';
 
 export interface Common {
@@ -274,7 +274,7 @@ export function registerConsoleCommands(program: Command): void {
     }
     await withConsole(o, async (kc) => {
       if (Object.keys(patch).length > 0) await kc.updateKey(keyId, patch, CLI_ACTOR);
-      if (alertAt !== undefined) await setAlertThresholds(kc, CLI_ACTOR, keyId, alertAt); // events
+      if (alertAt !== undefined) await kc.setKeyAlertThresholds(keyId, alertAt, CLI_ACTOR); // events
       const r = await kc.getKeyView(keyId);
       if (o.json) return json(keyJson(r));
       out(`Updated key ${r.id}: name ${JSON.stringify(r.name)}, models ${modelsText(r.models)}, expires ${dateText(r.expiresAt, 'never')}, limit ${limitText(r)}, ${ratesText(r)}.`);

@@ -12,14 +12,9 @@ import { ConsoleError } from '../console/errors.ts';
 import { CLI_ACTOR } from '../console/management.ts';
 import { loadWebhookConfig } from '../events/config.ts';
 import { deadJson, webhookJson } from '../events/views.ts';
-import { WebhookStore } from '../events/webhooks.ts';
-import type { ConsoleService } from '../console/service.ts';
 import { EVENT_TYPES } from '../events/types.ts';
 import { formatAmount } from '../schema/money.ts';
 import { amountArg, common, json, out, table, withConsole, type Common } from './console-commands.ts';
-
-/** The webhook store on the CLI's connection (secrets sealed with KEYGATE_REVEAL_KEY). */
-const webhooksOf = (mc: ConsoleService) => new WebhookStore(mc.redis, mc.schema.ns);
 
 function group(program: Command, name: string, description: string): Command {
   return program.commands.find((c) => c.name() === name) ?? program.command(name).description(description).showSuggestionAfterError(false);
@@ -41,8 +36,7 @@ export function registerEventCommands(program: Command): void {
     const events = o.events === undefined ? undefined : o.events.split(',').map((s) => s.trim()).filter((s) => s !== '');
     const allowPrivate = loadWebhookConfig().allowPrivate;
     await withConsole(o, async (mc) => {
-      const { endpoint, secret } = await webhooksOf(mc).create({ url: o.url, account: o.allAccounts ? null : o.account, events }, allowPrivate);
-      await mc.audit(CLI_ACTOR, 'webhook_create', endpoint.account, null, { webhook_id: endpoint.id, url: endpoint.url, events: endpoint.events });
+      const { endpoint, secret } = await mc.createWebhook({ url: o.url, account: o.allAccounts ? null : o.account, events }, CLI_ACTOR, { allowPrivate });
       if (o.json) return json({ ...webhookJson(endpoint), secret });
       out(`Created webhook ${endpoint.id} → ${endpoint.url} (${endpoint.account === null ? 'all accounts' : `account ${endpoint.account}`}, ${endpoint.events?.join(', ') ?? 'every event'}).`);
       out(`Signing secret (shown once): ${secret}`);
@@ -51,7 +45,7 @@ export function registerEventCommands(program: Command): void {
 
   common(wh.command('list').description('list webhook endpoints (never the secrets)').option('--account <id>', "only this account's endpoints")).action(async (o: Common & { account?: string }) => {
     await withConsole(o, async (mc) => {
-      const list = (await webhooksOf(mc).list(o.account)).map(webhookJson);
+      const list = (await mc.listWebhooks(o.account)).map(webhookJson);
       if (o.json) return json({ webhooks: list });
       if (list.length === 0) return out('No webhooks.');
       out(table(['ID', 'URL', 'ACCOUNT', 'EVENTS', 'STATUS'], list.map((w) => [w.id, w.url, w.account ?? '(all)', w.events?.join(',') ?? '(all)', w.status + (w.failing_since ? ` (failing since ${w.failing_since})` : '')])));
@@ -60,9 +54,7 @@ export function registerEventCommands(program: Command): void {
 
   common(wh.command('remove').description('remove a webhook endpoint (its dead letters too)').argument('<id>', 'webhook id')).action(async (id: string, o: Common) => {
     await withConsole(o, async (mc) => {
-      const e = await webhooksOf(mc).get(id);
-      await webhooksOf(mc).remove(id);
-      await mc.audit(CLI_ACTOR, 'webhook_remove', e.account, null, { webhook_id: id });
+      await mc.removeWebhook(id, CLI_ACTOR);
       if (o.json) return json({ id, removed: true });
       out(`Removed webhook ${id}.`);
     });
@@ -70,7 +62,7 @@ export function registerEventCommands(program: Command): void {
 
   common(wh.command('dead').description("an endpoint's dead letters, newest first").argument('<id>', 'webhook id')).action(async (id: string, o: Common) => {
     await withConsole(o, async (mc) => {
-      const dead = (await webhooksOf(mc).listDead(id)).map(deadJson);
+      const dead = (await mc.listDeadLetters(id)).map(deadJson);
       if (o.json) return json({ dead });
       if (dead.length === 0) return out('No dead letters.');
       out(table(['EVENT', 'TYPE', 'ACCOUNT', 'ATTEMPTS', 'LAST ERROR', 'DEAD AT'], dead.map((d) => [d.event.id, d.event.type, d.event.account ?? '', String(d.attempts), d.last_error, d.dead_at])));
@@ -79,9 +71,7 @@ export function registerEventCommands(program: Command): void {
 
   common(wh.command('replay').description('deliver a dead letter once more (by the console)').argument('<id>', 'webhook id').argument('<event-id>', 'event id')).action(async (id: string, eventId: string, o: Common) => {
     await withConsole(o, async (mc) => {
-      const e = await webhooksOf(mc).get(id);
-      await webhooksOf(mc).replay(id, eventId);
-      await mc.audit(CLI_ACTOR, 'webhook_replay', e.account, null, { webhook_id: id, event_id: eventId });
+      await mc.replayDeadLetter(id, eventId, CLI_ACTOR);
       if (o.json) return json({ webhook_id: id, event_id: eventId, queued: true });
       out(`Queued ${eventId} for delivery to ${id}.`);
     });
@@ -99,8 +89,7 @@ export function registerEventCommands(program: Command): void {
     if (o.walletLow === undefined) throw new ConsoleError('INVALID_INPUT', 'give --wallet-low AMOUNT or --no-wallet-low');
     const micros = o.walletLow === false ? null : amountArg(o.walletLow, '--wallet-low');
     await withConsole(o, async (mc) => {
-      await mc.events.setWalletLow(account, micros);
-      await mc.audit(CLI_ACTOR, 'alert', account, null, { wallet_low_micros: micros });
+      await mc.setWalletLow(account, micros, CLI_ACTOR);
       if (o.json) return json({ account, wallet_low_micros: micros });
       out(micros === null ? `Account ${account}: no wallet-low alert.` : `Account ${account}: wallet.low below ${formatAmount(micros)}.`);
     });

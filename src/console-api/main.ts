@@ -45,7 +45,7 @@ export async function startConsole(config: ConsoleApiConfig, log: Logger, opts: 
       ledger = await runLedger({ ledgerUrl: config.ledgerUrl, redisUrl: config.redisUrl, namespace: config.redisNamespace, log, registry, sink: process.env.KEYGATE_LEDGER_SINK !== 'false' });
       mc.useUsageHistory(ledger.ledger.reads);
     }
-    events = startEventDelivery(mc, log, { revealKey: opts.revealKey }); // webhook delivery (docs/events.md)
+    events = startEventDelivery({ redis: mc.redis, namespace: mc.schema.ns }, log, { revealKey: opts.revealKey }); // webhook delivery (docs/events.md)
     await app.listen({ port: config.port, host: config.host });
     const addr = app.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;

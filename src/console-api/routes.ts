@@ -20,7 +20,6 @@ import { decodeCursor } from '../core/key-page.ts';
 import { listKeyPage } from '../console/key-list.ts';
 import { ApiError } from './errors.ts';
 import { recordCreator } from './roles.ts';
-import { setAlertThresholds } from '../events/publish.ts';
 import * as S from './schemas.ts';
 import { bestEffort, UNFINISHED_HEADER } from '../console/best-effort.ts';
 
@@ -231,7 +230,7 @@ export function registerRoutes(app: FastifyInstance, mc: ConsoleService, booking
       };
       if (patch.rates) await ownerRule(mc, principal(req).token.account !== null, (await mc.accountOfKeyId(req.params.id))!, patch.rates);
       if (Object.keys(patch).length > 0) await mc.updateKey(req.params.id, patch, principal(req).actor);
-      if (b.alert_thresholds !== undefined) await setAlertThresholds(mc, principal(req).actor, req.params.id, b.alert_thresholds); // events
+      if (b.alert_thresholds !== undefined) await mc.setKeyAlertThresholds(req.params.id, b.alert_thresholds, principal(req).actor); // events
       return keyJson(await mc.getKeyView(req.params.id));
     },
   );

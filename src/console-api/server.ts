@@ -24,7 +24,7 @@ import { registerRoutes } from './routes.ts';
 import { registerMemberRoutes } from './member-routes.ts';
 import { enforceRole } from './roles.ts';
 import { peopleOf } from './people.ts';
-import { isKeySelfRoute, registerEventRoutes } from '../events/routes.ts';
+import { isKeySelfRoute, registerEventRoutes } from './event-routes.ts';
 import { registerPriceRoutes } from './price-routes.ts';
 import { registerCredentialRoutes } from './credential-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';

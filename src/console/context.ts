@@ -13,6 +13,7 @@ import { DEFAULT_NAMESPACE, LIMITS, schema, type Schema } from '../schema/redis-
 import { managementSchema, type ManagementSchema } from '../schema/management.ts';
 import { connectRedis, type RedisClient } from '../store/redis.ts';
 import { EventPublisher } from '../events/publish.ts';
+import { WebhookStore } from '../events/webhooks.ts';
 import { ConsoleError } from './errors.ts';
 import { RateSettings } from './rates.ts';
 import { PriceBook } from './prices.ts';
@@ -59,6 +60,8 @@ export class ConsoleContext {
   readonly rates: RateSettings;
   readonly prices: PriceBook;
   readonly events: EventPublisher;
+  /** Webhook endpoint records (src/events/webhooks.ts; secrets sealed with the reveal key). */
+  readonly webhooks: WebhookStore;
   readonly ownsClient: boolean;
   readonly #revealKey: string | undefined;
   #ring: Keyring | undefined;
@@ -105,6 +108,7 @@ export class ConsoleContext {
     });
     this.prices = new PriceBook(this.redis, this.schema.ns, this.isCluster);
     this.events = new EventPublisher(this.redis, this.schema.ns);
+    this.webhooks = new WebhookStore(this.redis, this.schema.ns, opts.revealKey);
   }
 
   /** The key-encryption keyring (`KEYGATE_REVEAL_KEY`), parsed on first use. */

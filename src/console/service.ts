@@ -32,6 +32,10 @@ import * as billing from './billing.ts';
 import * as mgmt from './management.ts';
 import { Members } from './members.ts';
 import * as credentials from './credentials.ts';
+import * as webhooks from './webhooks.ts';
+import * as alerts from './alerts.ts';
+import { activeKeyIdOf } from './key-self.ts';
+import type { DeadLetter, Endpoint } from '../events/webhooks.ts';
 import type { CredentialInfo } from './credentials.ts';
 import type { CreatedKey, CreateKeyInput, KeyUpdate, KeyView, ManagedKey, RevokeResult, RollOptions } from './keys.ts';
 import type { AccountInfo, AccountResult } from './accounts.ts';
@@ -120,6 +124,11 @@ export class ConsoleService {
   /** An account's keys, active and revoked, oldest first. Never plaintext. */
   listKeys(account: string): Promise<ManagedKey[]> {
     return keys.listKeys(this.#c, account);
+  }
+
+  /** The id of the active, unexpired key this plaintext is, or null (one read whatever it is: GET /v1/key). */
+  activeKeyIdOf(plaintext: string): Promise<string | null> {
+    return activeKeyIdOf(this.#c, plaintext);
   }
 
   /** The account of a key id, or null for an unknown id (the same round trips either way). */
@@ -318,6 +327,47 @@ export class ConsoleService {
   /** Removes a model's price; audited as `price_remove` in the same script when an actor is given. */
   removePrice(model: string, actor?: Actor): Promise<void> {
     return this.#c.prices.remove(model, actor && ((m) => ({ lists: this.#c.auditLists(null), event: mgmt.eventJson(actor, 'price_remove', null, null, { model: m }) })));
+  }
+
+  // ---- webhooks and alert settings (webhooks.ts, alerts.ts; docs/events.md) -------------------
+
+  /** Adds a webhook endpoint (its secret is returned once, stored sealed); audited as `webhook_create` in the same script when an actor is given. */
+  createWebhook(input: webhooks.WebhookInput, actor?: Actor, rule?: webhooks.DestinationRule): Promise<{ endpoint: Endpoint; secret: string }> {
+    return webhooks.createWebhook(this.#c, input, actor, rule);
+  }
+
+  /** Every webhook endpoint, or one account's (not the all-accounts ones); never the secrets. */
+  listWebhooks(account?: string | null): Promise<Endpoint[]> {
+    return webhooks.listWebhooks(this.#c, account);
+  }
+
+  getWebhook(id: string): Promise<Endpoint> {
+    return webhooks.getWebhook(this.#c, id);
+  }
+
+  /** Removes a webhook endpoint with its dead letters; audited as `webhook_remove`. */
+  removeWebhook(id: string, actor?: Actor): Promise<void> {
+    return webhooks.removeWebhook(this.#c, id, actor);
+  }
+
+  /** An endpoint's dead letters, newest first. */
+  listDeadLetters(id: string, limit?: number): Promise<DeadLetter[]> {
+    return webhooks.listDeadLetters(this.#c, id, limit);
+  }
+
+  /** Queues a dead letter for one more delivery; audited as `webhook_replay`. */
+  replayDeadLetter(id: string, eventId: string, actor?: Actor): Promise<void> {
+    return webhooks.replayDeadLetter(this.#c, id, eventId, actor);
+  }
+
+  /** The account's wallet-low threshold in micro-units (null removes it); audited as `alert`. */
+  setWalletLow(account: string, micros: number | null, actor?: Actor): Promise<void> {
+    return alerts.setWalletLow(this.#c, account, micros, actor);
+  }
+
+  /** A key's limit thresholds in percent (1-100, at most 10; [] = none); audited as `alert`. → the thresholds set. */
+  setKeyAlertThresholds(keyId: string, thresholds: readonly number[], actor?: Actor): Promise<number[]> {
+    return alerts.setKeyAlertThresholds(this.#c, keyId, thresholds, actor);
   }
 
   // ---- audit log, tokens, idempotency (management.ts) ---------------------------------------

@@ -20,7 +20,6 @@
  * Both need `now`, `fmt` and `period_bounds` (money scripts' NOW and LUA_PERIODS).
  */
 import { AlertField as A, EVENT_STREAM_MAXLEN, EventField as E } from '../schema/events.ts';
-import { WalletField } from '../schema/money.ts';
 
 export const DEFAULT_KEY_THRESHOLDS = [50, 80, 100] as const;
 
@@ -92,22 +91,3 @@ local function limit_alerts(stream, alerts, account, spend, key_id)
   if new_top > top then redis.call('HSET', alerts, '${A.keyFired('')}' .. key_id, mark .. fmt(new_top)) end
 end
 `;
-
-/**
- * Setting a wallet-low threshold. KEYS: alerts, wallet. ARGV: threshold micros ('' = none).
- * The fired flag is cleared when the balance is at or above the new threshold (so the next
- * crossing fires), kept when the balance is already below (no event for a threshold moved under it).
- */
-export const SET_WALLET_LOW = `
-if ARGV[1] == '' then
-  redis.call('HDEL', KEYS[1], '${A.walletLow}', '${A.walletLowFired}')
-  return 'OK'
-end
-redis.call('HSET', KEYS[1], '${A.walletLow}', ARGV[1])
-local bal = redis.call('HGET', KEYS[2], '${WalletField.balance}')
-if bal and tonumber(bal) < tonumber(ARGV[1]) then
-  redis.call('HSET', KEYS[1], '${A.walletLowFired}', '1')
-else
-  redis.call('HDEL', KEYS[1], '${A.walletLowFired}')
-end
-return 'OK'`;

@@ -15,12 +15,8 @@
 import type { Redis, Cluster } from 'ioredis';
 import { AlertField, EVENT_STREAM_MAXLEN, EventField, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
-import { DEFAULT_KEY_THRESHOLDS, SET_WALLET_LOW } from './lua.ts';
+import { DEFAULT_KEY_THRESHOLDS } from './lua.ts';
 import { eventId, type EventType } from './types.ts';
-import { ConsoleError } from '../console/errors.ts';
-import type { Actor } from '../console/management.ts';
-import type { ConsoleService } from '../console/service.ts';
-import { schema as keySchema } from '../schema/redis-schema.ts';
 
 type RedisClient = Redis | Cluster;
 
@@ -68,45 +64,19 @@ export class EventPublisher {
     else await this.redis.zrem(this.s.expiries(), member);
   }
 
-  // ---- alert settings ----------------------------------------------------------------------
-
-  /** The account's wallet-low threshold in micro-units (null removes it). */
-  async setWalletLow(account: string, micros: number | null): Promise<void> {
-    if (micros !== null && (!Number.isSafeInteger(micros) || micros <= 0)) throw new ConsoleError('INVALID_INPUT', 'the wallet-low threshold must be a positive amount');
-    await this.redis.eval(SET_WALLET_LOW, 2, this.s.alerts(account), keySchema(this.#ns).wallet(account), micros === null ? '' : String(micros));
-  }
+  // ---- alert settings (set by the console: src/console/alerts.ts) ----------------------------
 
   async alerts(account: string): Promise<{ walletLowMicros: number | null }> {
     const v = await this.redis.hget(this.s.alerts(account), AlertField.walletLow);
     return { walletLowMicros: v === null ? null : Number(v) };
   }
 
-  /** The key's limit thresholds in percent (1-100, ascending, at most 10; [] = none). */
-  async setKeyThresholds(account: string, keyId: string, thresholds: readonly number[]): Promise<number[]> {
-    const t = validateThresholds(thresholds);
-    await this.redis.hset(this.s.alerts(account), AlertField.keyThresholds(keyId), t.join(','));
-    return t;
-  }
-
+  /** The key's limit thresholds in percent (the default when none are set; [] = none). */
   async keyThresholds(account: string, keyId: string): Promise<number[]> {
     const v = await this.redis.hget(this.s.alerts(account), AlertField.keyThresholds(keyId));
     if (v === null) return [...DEFAULT_KEY_THRESHOLDS];
     return v === '' ? [] : v.split(',').map(Number);
   }
-}
-
-export function validateThresholds(thresholds: unknown): number[] {
-  if (!Array.isArray(thresholds) || thresholds.length > 10 || !thresholds.every((t) => Number.isSafeInteger(t) && t >= 1 && t <= 100)) {
-    throw new ConsoleError('INVALID_INPUT', 'alert thresholds must be at most 10 whole percentages from 1 to 100, e.g. 50,80,100');
-  }
-  return [...new Set(thresholds as number[])].sort((a, b) => a - b);
-}
-
-/** "50,80,100" → [50, 80, 100] (CLI). */
-export function parseThresholdList(text: string): number[] {
-  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (!parts.every((p) => /^\d{1,3}$/.test(p))) throw new ConsoleError('INVALID_INPUT', `--alert-at ${JSON.stringify(text.slice(0, 40))}: give whole percentages, e.g. 50,80,100`);
-  return validateThresholds(parts.map(Number));
 }
 
 /** The public fields of a key in an event: never the plaintext, the envelope or the digest. */
@@ -158,12 +128,4 @@ export async function wakeAccounts(redis: RedisClient, namespace: string, accoun
 /** The number of events a publishing money script reports having written (its reply's `at`-th element). */
 export function eventsWritten(reply: unknown, at: number): number {
   return Array.isArray(reply) && reply[0] === 'OK' ? Number(reply[at] ?? 0) || 0 : 0;
-}
-
-/** Sets a key's limit thresholds (validated), audited as `alert`: the API's PATCH and the CLI's `keys update --alert-at`. */
-export async function setAlertThresholds(mc: ConsoleService, actor: Actor, keyId: string, thresholds: readonly number[]): Promise<number[]> {
-  const key = await mc.getKey(keyId);
-  const t = await mc.events.setKeyThresholds(key.account, key.id, thresholds);
-  await mc.audit(actor, 'alert', key.account, key.id, { alert_thresholds: t });
-  return t;
 }

@@ -1,25 +1,13 @@
 /**
- * The events side of `keygate console`: the webhook store bound to a management console, and the
- * delivery worker's start and stop (src/console-api/main.ts calls `startEventDelivery`).
+ * The delivery worker's start and stop over a Redis client and namespace (`keygate console` starts
+ * it: src/console-api/main.ts calls `startEventDelivery`).
  */
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { ConsoleService } from '../console/service.ts';
 import { loadWebhookConfig, type WebhookConfig } from './config.ts';
 import type { Resolver } from './ssrf.ts';
 import { WebhookStore } from './webhooks.ts';
 import { DeliveryWorker } from './worker.ts';
-
-const stores = new WeakMap<ConsoleService, WebhookStore>();
-
-/** The console's webhook store (sealed with `revealKey`, else KEYGATE_REVEAL_KEY). */
-export function webhooksOf(mc: ConsoleService, revealKey?: string): WebhookStore {
-  let s = stores.get(mc);
-  if (!s) {
-    s = new WebhookStore(mc.redis, mc.schema.ns, revealKey);
-    stores.set(mc, s);
-  }
-  return s;
-}
 
 export interface EventDelivery {
   readonly worker: DeliveryWorker;
@@ -27,12 +15,19 @@ export interface EventDelivery {
   stop(timeoutMs?: number): Promise<void>;
 }
 
-export function startEventDelivery(mc: ConsoleService, log: Logger, opts: { revealKey?: string; env?: NodeJS.ProcessEnv; pollMs?: number; leaseMs?: number; resolve?: Resolver } = {}): EventDelivery {
+/** Where the events are: the console's Redis client and namespace. */
+export interface EventStore {
+  readonly redis: Redis | Cluster;
+  readonly namespace: string;
+}
+
+/** Starts the worker; the endpoints' secrets are opened with `revealKey`, else KEYGATE_REVEAL_KEY. */
+export function startEventDelivery(store: EventStore, log: Logger, opts: { revealKey?: string; env?: NodeJS.ProcessEnv; pollMs?: number; leaseMs?: number; resolve?: Resolver } = {}): EventDelivery {
   const config = loadWebhookConfig(opts.env);
   const worker = new DeliveryWorker({
-    redis: mc.redis,
-    namespace: mc.schema.ns,
-    webhooks: webhooksOf(mc, opts.revealKey),
+    redis: store.redis,
+    namespace: store.namespace,
+    webhooks: new WebhookStore(store.redis, store.namespace, opts.revealKey),
     config,
     log,
     pollMs: opts.pollMs,

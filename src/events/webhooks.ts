@@ -3,15 +3,16 @@
  * shown once at creation and stored sealed with the console's reveal key (AES-256-GCM envelope of
  * src/keys/crypto.ts, bound to the endpoint id), because delivery must sign with it: a Redis dump
  * alone does not give the secrets. Dead letters and replays are per endpoint.
+ *
+ * This is the library's side: the endpoint record's codec, the reads, and the delivery worker's
+ * writes (failure state, dead letters). The changes people make (create, remove, replay) are console
+ * resources, validated and audited in their own script: src/console/webhooks.ts.
  */
-import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { ConsoleError } from '../console/errors.ts';
 import { openSecret, parseKeyring, REVEAL_KEY_ENV, RevealKeyError, sealSecret, type Keyring } from '../keys/crypto.ts';
-import { DEAD_LETTERS_KEPT, ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE, ENDPOINTS_MAX, ENDPOINTS_PER_ACCOUNT_MAX, eventsSchema, type EventsSchema } from '../schema/events.ts';
-import { ACCOUNT_ID_PATTERN } from '../schema/redis-schema.ts';
-import { checkDestination, DestinationError, systemResolver, type Resolver } from './ssrf.ts';
-import { EVENT_ID_PATTERN, EVENT_TYPES, type EventJson } from './types.ts';
+import { DEAD_LETTERS_KEPT, eventsSchema, type EventsSchema } from '../schema/events.ts';
+import { systemResolver, type Resolver } from './ssrf.ts';
+import type { EventJson } from './types.ts';
 
 type RedisClient = Redis | Cluster;
 
@@ -31,7 +32,8 @@ export interface Endpoint {
   readonly disabledAt: number | null;
 }
 
-interface StoredEndpoint extends Endpoint {
+/** An endpoint record as stored: its secret sealed. */
+export interface StoredEndpoint extends Endpoint {
   readonly secret: string;
 }
 
@@ -47,33 +49,7 @@ const UPDATE_IF_EXISTS = `
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]); return 1 end
 return 0`;
 
-/** Moves one dead letter (by event id) to the replay list. KEYS: dead, replay. ARGV: event id. */
-const REPLAY = `
-local all = redis.call('LRANGE', KEYS[1], 0, -1)
-for _, v in ipairs(all) do
-  local ok, d = pcall(cjson.decode, v)
-  if ok and type(d) == 'table' and type(d.event) == 'table' and d.event.id == ARGV[1] then
-    redis.call('LREM', KEYS[1], 1, v)
-    redis.call('LPUSH', KEYS[2], v)
-    return 1
-  end
-end
-return 0`;
-
-/** Adds an endpoint within the bounds. KEYS: endpoints. ARGV: id, record, per-account max, total max, account ('' = all). */
-const CREATE = `
-local all = redis.call('HVALS', KEYS[1])
-if #all >= tonumber(ARGV[4]) then return 'LIMIT' end
-local n = 0
-for _, v in ipairs(all) do
-  local ok, d = pcall(cjson.decode, v)
-  if ok and type(d) == 'table' and d.account == ARGV[5] then n = n + 1 end
-end
-if ARGV[5] ~= '' and n >= tonumber(ARGV[3]) then return 'LIMIT' end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 'OK'`;
-
-function parseEndpoint(id: string, text: string): StoredEndpoint | null {
+export function parseEndpoint(id: string, text: string): StoredEndpoint | null {
   try {
     const d = JSON.parse(text) as Record<string, unknown>;
     if (typeof d.url !== 'string' || typeof d.secret !== 'string') return null;
@@ -93,7 +69,7 @@ function parseEndpoint(id: string, text: string): StoredEndpoint | null {
   }
 }
 
-function encodeEndpoint(e: StoredEndpoint): string {
+export function encodeEndpoint(e: StoredEndpoint): string {
   return JSON.stringify({
     url: e.url,
     account: e.account ?? '',
@@ -106,73 +82,41 @@ function encodeEndpoint(e: StoredEndpoint): string {
   });
 }
 
-function publicEndpoint(e: StoredEndpoint): Endpoint {
+export function publicEndpoint(e: StoredEndpoint): Endpoint {
   const { secret: _s, ...rest } = e;
   return rest;
-}
-
-export function validateEndpointId(id: unknown): string {
-  if (typeof id !== 'string' || !ENDPOINT_ID_PATTERN.test(id)) throw new ConsoleError('INVALID_INPUT', `a webhook id is ${ENDPOINT_ID_RULE}`);
-  return id;
-}
-
-export function validateEventTypes(events: unknown): string[] | null {
-  if (events === undefined || events === null) return null;
-  if (!Array.isArray(events) || events.length === 0 || events.length > EVENT_TYPES.length) throw new ConsoleError('INVALID_INPUT', `events must be a non-empty list of: ${EVENT_TYPES.join(', ')}`);
-  for (const e of events) {
-    if (typeof e !== 'string' || !(EVENT_TYPES as readonly string[]).includes(e)) {
-      throw new ConsoleError('INVALID_INPUT', `unknown event type ${JSON.stringify(String(e).slice(0, 40))}; one of: ${EVENT_TYPES.join(', ')}`);
-    }
-  }
-  return [...new Set(events as string[])];
 }
 
 export class WebhookStore {
   readonly redis: RedisClient;
   readonly s: EventsSchema;
   readonly #revealKey: string | undefined;
-  readonly #resolve: Resolver;
+  /** How a destination's name is resolved when an endpoint is created (the system resolver unless a test seam). */
+  readonly resolve: Resolver;
   #ring: Keyring | undefined;
 
-  /** `resolve`: how a destination's name is resolved at creation (the system resolver unless a test seam). */
   constructor(redis: RedisClient, namespace: string, revealKey?: string, resolve: Resolver = systemResolver) {
     this.redis = redis;
     this.s = eventsSchema(namespace);
     this.#revealKey = revealKey;
-    this.#resolve = resolve;
+    this.resolve = resolve;
   }
 
+  /** The keyring the secrets are sealed with; RevealKeyError (saying so) when KEYGATE_REVEAL_KEY is not usable. */
   #keyring(): Keyring {
     if (!this.#ring) {
       try {
         this.#ring = parseKeyring(this.#revealKey ?? process.env[REVEAL_KEY_ENV]);
       } catch (err) {
-        throw new ConsoleError('REVEAL_KEY', `webhook secrets are stored sealed: ${err instanceof RevealKeyError ? err.message : 'KEYGATE_REVEAL_KEY is not usable'}`);
+        throw new RevealKeyError(`webhook secrets are stored sealed: ${err instanceof RevealKeyError ? err.message : 'KEYGATE_REVEAL_KEY is not usable'}`);
       }
     }
     return this.#ring;
   }
 
-  async create(input: { url: unknown; account: unknown; events?: unknown }, allowPrivate: boolean): Promise<{ endpoint: Endpoint; secret: string }> {
-    let url: string;
-    try {
-      url = (await checkDestination(input.url as string, allowPrivate, this.#resolve)).url.href;
-    } catch (err) {
-      if (err instanceof DestinationError) throw new ConsoleError('INVALID_INPUT', `url: ${err.message}`);
-      throw err;
-    }
-    const account = input.account === null ? null : (input.account as string);
-    if (account !== null && (typeof account !== 'string' || !ACCOUNT_ID_PATTERN.test(account))) throw new ConsoleError('INVALID_INPUT', 'account: not a valid account id');
-    const events = validateEventTypes(input.events);
-    const id = `wh_${randomBytes(15).toString('base64url').replace(/[-_]/g, 'x').slice(0, 20)}`;
-    const secret = SECRET_PREFIX + randomBytes(24).toString('base64url');
-    const sealed = sealSecret(this.#keyring(), `webhook:${id}`, secret);
-    const [sec, us] = (await this.redis.time()) as unknown as [string, string];
-    const now = Number(sec) * 1000 + Math.floor(Number(us) / 1000);
-    const rec: StoredEndpoint = { id, url, account, events, status: 'active', createdAt: now, failingSince: null, disabledAt: null, secret: sealed };
-    const r = await this.redis.eval(CREATE, 1, this.s.endpoints(), id, encodeEndpoint(rec), String(ENDPOINTS_PER_ACCOUNT_MAX), String(ENDPOINTS_MAX), account ?? '');
-    if (r !== 'OK') throw new ConsoleError('LIMIT', `at most ${ENDPOINTS_PER_ACCOUNT_MAX} webhook endpoints per account and ${ENDPOINTS_MAX} in all`);
-    return { endpoint: publicEndpoint(rec), secret };
+  /** The endpoint's secret sealed for its record (bound to the endpoint id). */
+  seal(id: string, secret: string): string {
+    return sealSecret(this.#keyring(), `webhook:${id}`, secret);
   }
 
   async #all(): Promise<StoredEndpoint[]> {
@@ -189,12 +133,18 @@ export class WebhookStore {
     return (account === undefined ? all : all.filter((e) => e.account === account)).map(publicEndpoint);
   }
 
-  async get(id: string): Promise<Endpoint> {
-    validateEndpointId(id);
+  /** The endpoint, or null when there is none with this id. */
+  async find(id: string): Promise<Endpoint | null> {
     const v = await this.redis.hget(this.s.endpoints(), id);
     const e = v === null ? null : parseEndpoint(id, v);
-    if (e === null) throw new ConsoleError('NOT_FOUND', `no webhook with id ${id}`);
-    return publicEndpoint(e);
+    return e === null ? null : publicEndpoint(e);
+  }
+
+  /** The endpoint (an Error when there is none). */
+  async get(id: string): Promise<Endpoint> {
+    const e = await this.find(id);
+    if (e === null) throw new Error(`no webhook with id ${id}`);
+    return e;
   }
 
   /** Endpoints with their sealed secrets opened: the delivery worker's view. */
@@ -205,13 +155,6 @@ export class WebhookStore {
       out.push({ ...e, secret: openSecret(this.#keyring(), `webhook:${e.id}`, e.secret) });
     }
     return out;
-  }
-
-  async remove(id: string): Promise<void> {
-    validateEndpointId(id);
-    const n = await this.redis.hdel(this.s.endpoints(), id);
-    if (n === 0) throw new ConsoleError('NOT_FOUND', `no webhook with id ${id}`);
-    await this.redis.del(this.s.dead(id), this.s.replay(id));
   }
 
   /** The worker's write of the failure state; nothing when the endpoint was removed meanwhile. */
@@ -227,8 +170,8 @@ export class WebhookStore {
     await this.redis.ltrim(this.s.dead(id), 0, DEAD_LETTERS_KEPT - 1);
   }
 
+  /** The endpoint's dead letters, newest first (none for an unknown endpoint). */
   async listDead(id: string, limit = 100): Promise<DeadLetter[]> {
-    await this.get(id);
     const raw = await this.redis.lrange(this.s.dead(id), 0, Math.min(Math.max(limit, 1), DEAD_LETTERS_KEPT) - 1);
     return raw.flatMap((v) => {
       try {
@@ -238,13 +181,5 @@ export class WebhookStore {
         return [];
       }
     });
-  }
-
-  /** Queues a dead letter for one more delivery (the worker's next pass). */
-  async replay(id: string, eventId: string): Promise<void> {
-    await this.get(id);
-    if (typeof eventId !== 'string' || !EVENT_ID_PATTERN.test(eventId)) throw new ConsoleError('INVALID_INPUT', 'an event id is evt_<ms>_<seq>_<8 hex>');
-    const n = await this.redis.eval(REPLAY, 2, this.s.dead(id), this.s.replay(id), eventId);
-    if (n !== 1) throw new ConsoleError('NOT_FOUND', `no dead letter ${eventId} on webhook ${id}`);
   }
 }

@@ -2,28 +2,26 @@
  * The events routes of the management API: webhook endpoints (`/v1/webhooks…`), the wallet-low
  * setting (`/v1/accounts/{account}/alerts`; key thresholds are `alert_thresholds` of PATCH /v1/keys/{id}), and `GET /v1/key`, the one
  * route authenticated by an API key (the key reads its own limits; `isKeySelfRoute` exempts it
- * from the management-token hook).
+ * from the management-token hook). Each calls the console service (src/console/webhooks.ts,
+ * alerts.ts, key-self.ts); the events library (src/events/) gives the event types and JSON forms.
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ConsoleService } from '../console/service.ts';
-import { requireAccount, principal } from '../console-api/auth.ts';
-import { ApiError } from '../console-api/errors.ts';
-import { AccountId, ErrorBody } from '../console-api/schemas.ts';
+import { requireAccount, principal } from './auth.ts';
+import { ApiError } from './errors.ts';
+import { AccountId, ErrorBody } from './schemas.ts';
 import { findCredential, KEY_HEADERS, type KeyHeader } from '../core/credentials.ts';
-import { isWellFormedKey, keyDigest } from '../core/key-format.ts';
 import { ENDPOINT_ID_PATTERN, ENDPOINT_ID_RULE } from '../schema/events.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
-import { KeyField } from '../schema/redis-schema.ts';
 import type { Rate } from '../core/rate-text.ts';
 import { windowOf } from '../core/rate.ts';
 import type { RateUse } from '../console/rates.ts';
-import { loadWebhookConfig } from './config.ts';
-import { webhooksOf } from './service.ts';
-import { EVENT_TYPES } from './types.ts';
-import type { Endpoint } from './webhooks.ts';
-import { deadJson, webhookJson } from './views.ts';
+import { loadWebhookConfig } from '../events/config.ts';
+import { EVENT_TYPES } from '../events/types.ts';
+import type { Endpoint } from '../events/webhooks.ts';
+import { deadJson, webhookJson } from '../events/views.ts';
 
 const SECURITY = [{ managementToken: [] }];
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -77,12 +75,11 @@ function rateWindow(r: Rate, use: RateUse | null): { used: number; remaining: nu
 
 export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): void {
   const r = app.withTypeProvider<ZodTypeProvider>();
-  const store = () => webhooksOf(mc);
   const allowPrivate = loadWebhookConfig().allowPrivate;
 
   async function visible(req: Parameters<typeof principal>[0], id: string): Promise<Endpoint> {
     const p = principal(req);
-    const e = await store().get(id);
+    const e = await mc.getWebhook(id);
     if (p.token.account !== null && p.token.account !== e.account) throw new ApiError('NOT_FOUND', `no webhook with id ${id}`);
     return e;
   }
@@ -101,22 +98,20 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       const { account } = req.body;
       if (account === null && p.token.account !== null) throw new ApiError('FORBIDDEN', 'an all-accounts webhook needs an all-accounts token');
       if (account !== null) requireAccount(req, account, `no account with id ${account}`);
-      const { endpoint, secret } = await store().create({ url: req.body.url, account, events: req.body.events }, allowPrivate);
-      await mc.audit(p.actor, 'webhook_create', account, null, { webhook_id: endpoint.id, url: endpoint.url, events: endpoint.events });
+      const { endpoint, secret } = await mc.createWebhook({ url: req.body.url, account, events: req.body.events }, p.actor, { allowPrivate });
       return reply.code(201).send({ ...webhookJson(endpoint), secret });
     },
   );
 
   r.get('/v1/webhooks', { schema: { tags: ['webhooks'], operationId: 'listWebhooks', summary: 'List webhook endpoints (no secrets)', security: SECURITY, response: { 200: z.object({ webhooks: z.array(Webhook) }), ...errs() } } }, async (req) => {
     const p = principal(req);
-    return { webhooks: (await store().list(p.token.account === null ? undefined : p.token.account)).map(webhookJson) };
+    return { webhooks: (await mc.listWebhooks(p.token.account === null ? undefined : p.token.account)).map(webhookJson) };
   });
 
   const Params = z.strictObject({ id: WebhookId });
   r.delete('/v1/webhooks/:id', { schema: { tags: ['webhooks'], operationId: 'removeWebhook', summary: 'Remove a webhook endpoint', security: SECURITY, params: Params, response: { 204: z.null(), ...errs(400, 404) } } }, async (req, reply) => {
     const e = await visible(req, req.params.id);
-    await store().remove(e.id);
-    await mc.audit(principal(req).actor, 'webhook_remove', e.account, null, { webhook_id: e.id });
+    await mc.removeWebhook(e.id, principal(req).actor);
     return reply.code(204).send(null);
   });
 
@@ -125,7 +120,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
     { schema: { tags: ['webhooks'], operationId: 'listDeadLetters', summary: "An endpoint's dead letters (newest first)", security: SECURITY, params: Params, response: { 200: z.object({ dead: z.array(Dead) }), ...errs(400, 404) } } },
     async (req) => {
       const e = await visible(req, req.params.id);
-      return { dead: (await store().listDead(e.id)).map(deadJson) };
+      return { dead: (await mc.listDeadLetters(e.id)).map(deadJson) };
     },
   );
 
@@ -140,8 +135,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
     },
     async (req, reply) => {
       const e = await visible(req, req.params.id);
-      await store().replay(e.id, req.params.event_id);
-      await mc.audit(principal(req).actor, 'webhook_replay', e.account, null, { webhook_id: e.id, event_id: req.params.event_id });
+      await mc.replayDeadLetter(e.id, req.params.event_id, principal(req).actor);
       return reply.code(202).send({ webhook_id: e.id, event_id: req.params.event_id, queued: true });
     },
   );
@@ -159,8 +153,7 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
     async (req) => {
       const { account } = req.params;
       const p = requireAccount(req, account, `no account with id ${account}`);
-      await mc.events.setWalletLow(account, req.body.wallet_low_micros);
-      await mc.audit(p.actor, 'alert', account, null, { wallet_low_micros: req.body.wallet_low_micros });
+      await mc.setWalletLow(account, req.body.wallet_low_micros, p.actor);
       return { account, wallet_low_micros: req.body.wallet_low_micros };
     },
   );
@@ -179,15 +172,8 @@ export function registerEventRoutes(app: FastifyInstance, mc: ConsoleService): v
       const cred = findCredential((h: KeyHeader) => req.headers[h]);
       const refused = new ApiError('UNAUTHENTICATED', `send the API key in ${KEY_HEADERS.join(', ')}`);
       if (cred.kind !== 'key') throw refused;
-      const prefix = mc.keyPrefix;
-      const s = mc.schema;
-      // One read for any well-formed key (unknown, revoked or valid): the same work until the status is known.
-      const digest = keyDigest(isWellFormedKey(cred.key, prefix) ? cred.key : `${prefix}invalid`);
-      const [id, status, expiresAt] = await mc.redis.hmget(s.keyRecord(digest), KeyField.id, KeyField.status, KeyField.expiresAt);
-      const now = Date.now();
-      if (!isWellFormedKey(cred.key, prefix) || id == null || status !== 'active' || (expiresAt !== null && Number(expiresAt) <= now)) {
-        throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');
-      }
+      const id = await mc.activeKeyIdOf(cred.key);
+      if (id === null) throw new ApiError('UNAUTHENTICATED', 'the API key is invalid, revoked or expired');
       const v = await mc.getKeyView(id);
       const lim = v.usage.limit;
       const [rq, tk] = [v.rates.requests, v.rates.tokens];
