@@ -12,10 +12,13 @@ type Role = 'owner' | 'developer' | 'viewer';
 
 interface Member {
   id: string;
+  account: string;
   email: string | null;
   subject: string | null;
   role: Role;
   source: 'manual' | 'claim';
+  created_at: string;
+  updated_at: string;
 }
 
 const people = {
@@ -45,7 +48,7 @@ export async function loadPeople(s: Session, update: () => void): Promise<void> 
   people.rowError.clear();
   if (!s.user) return;
   try {
-    const me = await call<{ role: Role | null; created_keys: string[] }>('GET', `/v1/accounts/${enc(account)}/me`);
+    const me = await call<{ type: 'token' | 'user'; name: string; role: Role | null; created_keys: string[] }>('GET', `/v1/accounts/${enc(account)}/me`);
     people.role = me.role;
     people.createdKeys = new Set(me.created_keys);
   } catch {
