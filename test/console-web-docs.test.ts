@@ -19,7 +19,11 @@ import { startWebConsole, type WebConsole } from './helpers/web-console.ts';
 
 const DOC = readFileSync(join(import.meta.dirname, '..', 'docs', 'web-console.md'), 'utf8');
 const ASSETS = join(import.meta.dirname, '..', 'dist', 'web', 'assets');
-const PAGE_SOURCE = readFileSync(join(import.meta.dirname, '..', 'web', 'src', 'main.ts'), 'utf8');
+/** The page's own source: every module of web/src/. */
+const PAGE_SOURCE = readdirSync(join(import.meta.dirname, '..', 'web', 'src'), { recursive: true, withFileTypes: true })
+  .filter((f) => f.isFile() && f.name.endsWith('.ts'))
+  .map((f) => readFileSync(join(f.parentPath, f.name), 'utf8'))
+  .join('\n');
 /** The document's text with each run of white space (line breaks included) as one space. */
 const FLAT = DOC.replace(/\s+/g, ' ');
 

@@ -9,7 +9,20 @@ export interface Limit {
   period: 'day' | 'week' | 'month' | 'total';
 }
 
-export interface Key {
+/** Requests and tokens counted by the sidecars (a key's or an account's). */
+export interface TokenCounts {
+  today: { input: number; output: number };
+  month: { input: number; output: number };
+}
+
+/** The current window's use of each rate (null: no such rate). */
+export interface RateUse {
+  requests: { used: number; held: number; resets_at: string } | null;
+  tokens: { used: number; resets_at: string } | null;
+}
+
+/** A key as the API answers a change of it (create, edit, roll, revoke). */
+export interface KeyRecord {
   id: string;
   name: string;
   account: string;
@@ -23,23 +36,26 @@ export interface Key {
   revoked_at: string | null;
   last_used_at: string | null;
   /** Set on a key that was rolled: the id of the key that replaced it (it is not rolled again). */
-  rolled_to?: string | null;
-  rolled_from?: string | null;
-  requests?: { today: number; month: number };
+  rolled_to: string | null;
+  rolled_from: string | null;
+  requests: { today: number; month: number };
   /** Requests refused by why (all time): `endpoint`, the endpoint rule (docs/endpoints.md). */
-  refused?: { endpoint: number };
-  spend?: { period_micros: number; total_micros: number };
-  /** The status now (the list's): revoked, expired, limit_reached, rate_limited or active. */
-  state?: KeyState;
+  refused: { endpoint: number };
+  spend: { period: Limit['period']; period_micros: number; total_micros: number };
+  /** Filled by metering: tokens today and this month. */
+  tokens: TokenCounts;
+  /** The key's rates (null: none). */
+  rate: ApiRate | null;
+  token_rate: ApiTokenRate | null;
+  rate_use: RateUse;
+}
+
+/** A key of the list: its record and its status now. */
+export interface Key extends KeyRecord {
+  /** The status now: revoked, expired, limit_reached, rate_limited or active. */
+  state: KeyState;
   /** limit_reached: when the spend limit lifts (null: a total limit, never). */
-  limit_reached_until?: string | null;
-  /** Filled by metering, when the deployment has it: tokens today and this month. */
-  tokens?: { today: { input: number; output: number }; month: { input: number; output: number } };
-  /** Filled by rate limits, when the deployment has them. */
-  rate?: { requests: number; per: string } | null;
-  token_rate?: { tokens: number; per: string } | null;
-  /** The current window's use of each rate (null: no such rate). */
-  rate_use?: { requests: { used: number; held?: number; resets_at: string } | null; tokens: { used: number; resets_at: string } | null };
+  limit_reached_until: string | null;
 }
 
 /** One UTC day of a key's usage (`GET /v1/keys/{id}/usage`). */
@@ -109,11 +125,18 @@ export interface Account {
   id: string;
   status: 'active' | 'disabled';
   /** How the account's usage is booked: by keygate (metered) or by its own router (external). */
-  billing?: 'metered' | 'external';
-  wallet?: { enforced: boolean; balance_micros: number; exists?: boolean; rule?: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
-  currency?: string;
+  billing: 'metered' | 'external';
+  wallet: { enforced: boolean; balance_micros: number; exists: boolean; rule: 'credited' | 'required' | 'not-required' | 'mixed' | 'unreported' };
+  tokens: TokenCounts;
+  /** The account's own rates (set by an operator; null: none). */
+  rate: ApiRate | null;
+  token_rate: ApiTokenRate | null;
+  rate_use: RateUse;
+  currency: string;
+  /** The account's price multiplier, when an operator set one (a decimal). */
+  price_multiplier?: string;
   /** How the live sidecars read a model name without a provider, per entry family. */
-  bare_models?: { openai: BareModelReading; anthropic: BareModelReading; google: BareModelReading };
+  bare_models: { openai: BareModelReading; anthropic: BareModelReading; google: BareModelReading };
 }
 
 export interface Session {
@@ -252,11 +275,11 @@ export const api = {
     call<LedgerPage>('GET', `/v1/accounts/${enc(account)}/ledger?limit=${limit}${cursor ? `&cursor=${enc(cursor)}` : ''}`),
   audit: async (account: string) => (await call<{ events: AuditEvent[] }>('GET', `/v1/audit?account=${enc(account)}&limit=20`)).events,
   create: (account: string, input: NewKeyInput, idempotencyKey: string) =>
-    call<Key & Secret>('POST', `/v1/accounts/${enc(account)}/keys`, input, { 'idempotency-key': idempotencyKey }),
-  update: (id: string, patch: KeyPatch) => call<Key>('PATCH', `/v1/keys/${enc(id)}`, patch),
+    call<KeyRecord & Secret>('POST', `/v1/accounts/${enc(account)}/keys`, input, { 'idempotency-key': idempotencyKey }),
+  update: (id: string, patch: KeyPatch) => call<KeyRecord>('PATCH', `/v1/keys/${enc(id)}`, patch),
   reveal: (id: string) => call<Secret>('POST', `/v1/keys/${enc(id)}/reveal`, {}),
-  roll: (id: string, graceSeconds: number) => call<Key & Secret>('POST', `/v1/keys/${enc(id)}/roll`, { grace_seconds: graceSeconds }),
-  revoke: (id: string) => call<Key>('POST', `/v1/keys/${enc(id)}/revoke`, {}),
+  roll: (id: string, graceSeconds: number) => call<KeyRecord & Secret & { old: KeyRecord }>('POST', `/v1/keys/${enc(id)}/roll`, { grace_seconds: graceSeconds }),
+  revoke: (id: string) => call<KeyRecord>('POST', `/v1/keys/${enc(id)}/revoke`, {}),
   credentials: async (account: string) => (await call<{ credentials: Credential[] }>('GET', `/v1/accounts/${enc(account)}/credentials`)).credentials,
   setCredential: (account: string, provider: string, secret: string) => call<Credential>('PUT', `/v1/accounts/${enc(account)}/credentials/${enc(provider)}`, { secret }),
   removeCredential: (account: string, provider: string) => call<null>('DELETE', `/v1/accounts/${enc(account)}/credentials/${enc(provider)}`),

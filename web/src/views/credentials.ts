@@ -5,10 +5,10 @@
  * cleared; the page never shows it back (the API never returns it).
  */
 import { html, nothing, type TemplateResult } from 'lit-html';
-import { api, type Credential } from './api.ts';
-import { CREDENTIAL_MAX_CHARS, credentialProblem } from '../../src/core/upstream-credential.ts';
+import { api, type Credential } from '../api.ts';
+import type { Load } from '../state.ts';
+import { CREDENTIAL_MAX_CHARS, credentialProblem } from '../../../src/core/upstream-credential.ts';
 
-type Load<T> = { state: 'loading' } | { state: 'ok'; value: T } | { state: 'error'; message: string };
 /** The page's read: a 401 ends the session (null); another error is this section's. */
 type Read = <T>(f: () => Promise<T>) => Promise<Load<T> | null>;
 

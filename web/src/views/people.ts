@@ -5,16 +5,20 @@
  * and the audit log's words for people and member changes.
  */
 import { html, nothing, type TemplateResult } from 'lit-html';
-import { api, ApiError, call, ssoOffered, type AuditEvent, type Key, type Session } from './api.ts';
+import { api, call, ssoOffered, type AuditEvent, type Key, type Session } from '../api.ts';
+import { message } from '../state.ts';
 
 type Role = 'owner' | 'developer' | 'viewer';
 
 interface Member {
   id: string;
+  account: string;
   email: string | null;
   subject: string | null;
   role: Role;
   source: 'manual' | 'claim';
+  created_at: string;
+  updated_at: string;
 }
 
 const people = {
@@ -33,7 +37,6 @@ let account = '';
 const enc = encodeURIComponent;
 const ROLE_WORDS: Record<Role, string> = { owner: 'Owner', developer: 'Developer', viewer: 'Viewer' };
 const who = (m: Member) => m.email ?? m.subject ?? m.id;
-const messageOf = (err: unknown) => (err instanceof ApiError ? err.message : 'Something went wrong. Try again.');
 
 /** After sign-in (or a change of account): what this person may do here, and the members for an owner. */
 export async function loadPeople(s: Session, update: () => void): Promise<void> {
@@ -45,7 +48,7 @@ export async function loadPeople(s: Session, update: () => void): Promise<void> 
   people.rowError.clear();
   if (!s.user) return;
   try {
-    const me = await call<{ role: Role | null; created_keys: string[] }>('GET', `/v1/accounts/${enc(account)}/me`);
+    const me = await call<{ type: 'token' | 'user'; name: string; role: Role | null; created_keys: string[] }>('GET', `/v1/accounts/${enc(account)}/me`);
     people.role = me.role;
     people.createdKeys = new Set(me.created_keys);
   } catch {
@@ -65,7 +68,7 @@ async function loadMembers(): Promise<void> {
     people.members = (await call<{ members: Member[] }>('GET', `/v1/accounts/${enc(account)}/members`)).members;
     people.membersError = '';
   } catch (err) {
-    people.membersError = messageOf(err);
+    people.membersError = message(err);
   }
   redraw();
 }
@@ -172,7 +175,7 @@ async function onAdd(e: SubmitEvent): Promise<void> {
     form.reset();
     await loadMembers();
   } catch (err) {
-    people.addError = messageOf(err);
+    people.addError = message(err);
   }
   people.addBusy = false;
   redraw();
@@ -183,7 +186,7 @@ async function onRole(m: Member, role: Role): Promise<void> {
   try {
     await call('PATCH', `/v1/accounts/${enc(account)}/members/${enc(m.id)}`, { role });
   } catch (err) {
-    people.rowError.set(m.id, messageOf(err));
+    people.rowError.set(m.id, message(err));
   }
   await loadMembers();
 }
@@ -193,7 +196,7 @@ async function onRemove(m: Member): Promise<void> {
   try {
     await call('DELETE', `/v1/accounts/${enc(account)}/members/${enc(m.id)}`);
   } catch (err) {
-    people.rowError.set(m.id, messageOf(err));
+    people.rowError.set(m.id, message(err));
   }
   await loadMembers();
 }
