@@ -1,8 +1,9 @@
 /**
  * The money operations of the console library: credit a wallet, record usage, set a key's spend
  * limit, read an account's wallet and a key's usage, export the usage log. Each write is one atomic
- * script over records of one account (`src/schema/money-scripts.ts`), so it is atomic on standalone
- * Redis, Sentinel and Cluster alike. Every input is validated before the first write.
+ * script over records of one account (`src/schema/money-scripts.ts`; a usage record is the ledger's
+ * booking write, `src/ledger/book.ts`, the one the sidecar's metering calls too), so it is atomic on
+ * standalone Redis, Sentinel and Cluster alike. Every input is validated before the first write.
  */
 import { recordedBasis } from '../prices/basis.ts';
 import { Cluster } from 'ioredis';
