@@ -11,8 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import { loadConsoleApiConfig } from '../src/console-api/config.ts';
 import { startConsole, type ConsoleServer } from '../src/console-api/main.ts';
-import { bookingArgs, type PricedBooking } from '../src/metering/booker.ts';
-import { RECORD_USAGE, RECORD_USAGE_KEYS, usageRecordKeys } from '../src/schema/money-scripts.ts';
+import { usageRecordArgs } from '../src/ledger/book.ts';
+import { RECORD_USAGE, RECORD_USAGE_KEYS, usageRecordKeys } from '../src/ledger/book-script.ts';
+import { usageOf, type PricedBooking } from '../src/metering/booker.ts';
 import { MAX_AMOUNT_MICROS, MAX_BALANCE_MICROS, MAX_TOKEN_COUNT, MAX_TOKEN_TOTAL, periodBounds } from '../src/schema/money.ts';
 import { rateKeys } from '../src/schema/rates.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
@@ -300,9 +301,9 @@ describe('usage records and the export', () => {
     const a = acct();
     const c = await call('POST', `/v1/accounts/${a}/keys`, { body: { name: 'metered' } });
     const s = srv.console.schema;
-    // The booking metering writes (src/metering/booker.ts): every token count given, cache and reasoning counts 0.
+    // The booking metering writes (src/metering/booker.ts through src/ledger/book.ts): every token count given, cache and reasoning counts 0.
     const booking = { key_id: c.body.id, account: a, request_id: 'metered-1', model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5, cached_input_tokens: 0, cache_write_tokens: 0, reasoning_tokens: 0, estimated: false };
-    const args = bookingArgs({ booking, amountMicros: 100, unpriced: false, endedAt: Date.now() } as PricedBooking, { idempotencySeconds: 600, logMaxEntries: 1000 });
+    const args = usageRecordArgs(usageOf({ booking, amountMicros: 100, unpriced: false, endedAt: Date.now() } as PricedBooking), { idempotencySeconds: 600, logMaxEntries: 1000 });
     expect(((await db.eval(RECORD_USAGE, RECORD_USAGE_KEYS, ...usageRecordKeys(s, a, c.body.id, 'metered-1'), ...args)) as unknown[])[0]).toBe('OK');
     const before = { log: await db.xlen(s.usageLog(a)), key: (await call('GET', `/v1/keys/${c.body.id}`)).body };
     const same = await call('POST', '/v1/usage', { body: { key_id: c.body.id, amount_micros: 100, request_id: 'metered-1', model: 'openai/gpt-4o', input_tokens: 10, output_tokens: 5 } });

@@ -17,7 +17,8 @@ import { WebhookStore } from '../events/webhooks.ts';
 import { ConsoleError } from './errors.ts';
 import { RateSettings } from './rates.ts';
 import { PriceBook } from './prices.ts';
-import { MONEY_DEFAULTS, WalletOps } from './wallet.ts';
+import { MONEY_DEFAULTS } from '../core/money.ts';
+import { WalletOps } from './wallet.ts';
 
 export interface KeyConsoleOptions {
   /** A connected ioredis client (standalone, Sentinel or Cluster), or a Redis URL (see README "Configuration"). */

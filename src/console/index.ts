@@ -21,7 +21,8 @@ export {
 export { type AccountInfo, type AccountResult } from './accounts.ts';
 export { type BareModels, type BareModelReading, type BareModelRule } from '../store/sidecar-settings.ts';
 export { CLI_ACTOR, type Actor } from './management.ts';
-export { type AccountWallet, type CreditResult, type KeyUsage, type UsageInput, type UsageResult, MONEY_DEFAULTS } from './wallet.ts';
+export { type AccountWallet, type CreditResult, type KeyUsage, type UsageInput, type UsageResult } from './wallet.ts';
+export { MONEY_DEFAULTS } from '../core/money.ts';
 export { accountJson, keyJson, keyRecordJson } from './views.ts';
 export {
   formatAmount,

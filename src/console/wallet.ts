@@ -1,8 +1,9 @@
 /**
  * The money operations of the console library: credit a wallet, record usage, set a key's spend
  * limit, read an account's wallet and a key's usage, export the usage log. Each write is one atomic
- * script over records of one account (`src/schema/money-scripts.ts`), so it is atomic on standalone
- * Redis, Sentinel and Cluster alike. Every input is validated before the first write.
+ * script over records of one account (`src/schema/money-scripts.ts`; a usage record is the ledger's
+ * booking write, `src/ledger/book.ts`, the one the sidecar's metering calls too), so it is atomic on
+ * standalone Redis, Sentinel and Cluster alike. Every input is validated before the first write.
  */
 import { recordedBasis } from '../prices/basis.ts';
 import { Cluster } from 'ioredis';
@@ -34,16 +35,9 @@ import { KeyField, type KeyRecord, type Schema } from '../schema/redis-schema.ts
 import type { RedisClient } from '../store/redis.ts';
 import { agreement, liveSidecars, type LiveSidecars } from '../store/sidecar-settings.ts';
 import { ConsoleError } from './errors.ts';
-import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty, key.limit.threshold
+import { eventKeysFor, eventsWritten, wakeAccounts } from '../events/publish.ts'; // events: wallet.credited, wallet.low/empty
+import { UsageBook, type FirstBooking } from '../ledger/book.ts';
 import { bad, shown, validateAccountId, validateKeyId } from './validate.ts';
-
-/** Defaults of the money options (library options of `KeyConsole`). */
-export const MONEY_DEFAULTS = {
-  /** How long a usage record's request id is remembered (a retry within it changes nothing): 7 days. */
-  usageIdempotencySeconds: 7 * 24 * 3600,
-  /** Usage-log entries kept per account (approximately; older ones are trimmed): 100,000. */
-  usageLogMaxEntries: 100_000,
-} as const;
 
 export interface MoneyOptions {
   readonly requireWallet: boolean;
@@ -112,16 +106,10 @@ export interface KeyUsage {
   readonly tokens: TokenTotals;
 }
 
-/** The record booked first under a request id, as a repeat with another body is answered. */
-export interface BookedUsage {
-  readonly keyId: string;
+/** The record booked first under a request id, as a repeat with another body is answered (null: not given, or booked before the record was kept whole). */
+export interface BookedUsage extends FirstBooking {
   readonly account: string;
   readonly requestId: string;
-  readonly amountMicros: number;
-  /** null: none given (or booked before the record was kept whole). */
-  readonly model: string | null;
-  readonly inputTokens: number | null;
-  readonly outputTokens: number | null;
 }
 
 /** A usage record that repeats a booked request id with another key, amount, model or token counts: carries the booked record. */
@@ -151,25 +139,26 @@ export function validateLimit(limit: unknown): KeyLimit {
 
 const MODEL_TEXT = /^[A-Za-z0-9._:@/+=,~-]{1,256}$/;
 
-function optionalCount(v: unknown, what: string): string {
-  if (v === undefined || v === null) return '';
+function optionalCount(v: unknown, what: string): number | null {
+  if (v === undefined || v === null) return null;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > MAX_TOKEN_COUNT) throw bad(`${what} must be a non-negative integer, at most ${MAX_TOKEN_COUNT}`);
-  return String(v);
+  return v;
 }
 
 export class WalletOps {
   readonly #redis: RedisClient;
   readonly #s: Schema;
   readonly #o: MoneyOptions;
+  /** The booking write (src/ledger/book.ts), shared with the sidecar's metering. */
+  readonly #book: UsageBook;
   /** Key id → account: never changes once the key exists, so it is remembered (bounded). */
   readonly #accountOf = new Map<string, string>();
-  /** Accounts already in the export's list (bounded). */
-  readonly #listed = new Set<string>();
 
   constructor(redis: RedisClient, s: Schema, o: MoneyOptions) {
     this.#redis = redis;
     this.#s = s;
     this.#o = o;
+    this.#book = new UsageBook(redis, s, { idempotencySeconds: o.usageIdempotencySeconds, logMaxEntries: o.usageLogMaxEntries });
   }
 
   /** Adds to an account's wallet (creating it: from now on the wallet is enforced). Idempotent on `reference`. */
@@ -211,60 +200,36 @@ export class WalletOps {
     const inTok = optionalCount(input.inputTokens, 'input tokens');
     const outTok = optionalCount(input.outputTokens, 'output tokens');
     const account = await this.accountOfKey(keyId);
-    const s = this.#s;
-    // The export's list of accounts, written first: an account in it may have no entries yet, never the reverse.
-    if (!this.#listed.has(account)) {
-      await this.#redis.sadd(s.usageAccounts(), account);
-      if (this.#listed.size >= 10_000) this.#listed.clear();
-      this.#listed.add(account);
-    }
-    await eventKeysFor(this.#redis, s.ns, account); // events: the account noted (its keys are among usageRecordKeys)
-    const r = (await this.#redis.eval(
-      lua.RECORD_USAGE,
-      lua.RECORD_USAGE_KEYS,
-      ...lua.usageRecordKeys(s, account, keyId, input.requestId),
-      ...lua.usageRecordArgs({
-        keyId,
-        amountMicros: amount,
-        bookingId: input.requestId,
-        idempotencySeconds: this.#o.usageIdempotencySeconds,
-        logMaxEntries: this.#o.usageLogMaxEntries,
-        model,
-        inputTokens: inTok,
-        outputTokens: outTok,
-        account, // events
-        price: JSON.stringify(recordedBasis(model === '' ? null : model, amount)),
-      }),
-    )) as string[];
-    if (eventsWritten(r, lua.RECORD_USAGE_EVENTS_AT) > 0) await wakeAccounts(this.#redis, s.ns, [account]); // events
-    switch (r[0]) {
-      case 'OK':
-        return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r[1] === '' ? null : Number(r[1]) };
-      case 'DUP': {
-        // "keyId:amount:input:output:model" (the model may hold ':'); "keyId:amount" when booked before counts and model were kept
-        const first = String(r[1]);
-        const [firstKey = '', firstAmount, firstIn, firstOut, ...modelParts] = first.split(':');
-        const countOf = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
-        const firstModel = modelParts.join(':');
-        const booked: BookedUsage = {
-          keyId: firstKey,
-          account,
-          requestId: input.requestId,
-          amountMicros: Number(firstAmount),
-          model: firstModel === '' ? null : firstModel,
-          inputTokens: countOf(firstIn),
-          outputTokens: countOf(firstOut),
-        };
-        const same = firstIn === undefined ? firstKey === keyId && booked.amountMicros === amount : first === r[2];
-        if (!same) throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key, amount, model or token counts; nothing was changed`, booked);
+    const r = await this.#book.book({
+      account,
+      keyId,
+      bookingId: input.requestId,
+      amountMicros: amount,
+      model: model === '' ? null : model,
+      inputTokens: inTok,
+      outputTokens: outTok,
+      price: recordedBasis(model === '' ? null : model, amount),
+    });
+    switch (r.outcome) {
+      case 'booked':
+        return { booked: true, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: r.balanceMicros };
+      case 'duplicate':
+        if (!r.same) throw new UsageConflict(`request id ${shown(input.requestId)} was already booked with another key, amount, model or token counts; nothing was changed`, {
+            keyId: r.first.keyId,
+            account,
+            requestId: input.requestId,
+            amountMicros: r.first.amountMicros,
+            model: r.first.model,
+            inputTokens: r.first.inputTokens,
+            outputTokens: r.first.outputTokens,
+          });
         return { booked: false, keyId, account, requestId: input.requestId, amountMicros: amount, balanceMicros: null };
-      }
-      case 'FLOOR':
-        throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r[1]}); nothing was changed`);
-      case 'TOTAL':
-        throw new ConsoleError('RANGE', `the record would take key ${keyId}'s total spend above ${MAX_BALANCE_MICROS} micro-units (total ${r[1]}); nothing was changed`);
-      case 'TOKENS':
-        throw new ConsoleError('RANGE', `the record's tokens would take ${tokenTotalNamed(String(r[1]), keyId)} above ${MAX_TOKEN_TOTAL} (input plus output); nothing was changed`);
+      case 'floor':
+        throw new ConsoleError('RANGE', `the record would take the balance below -${MAX_BALANCE_MICROS} micro-units (balance ${r.balanceMicros}); nothing was changed`);
+      case 'total':
+        throw new ConsoleError('RANGE', `the record would take key ${keyId}'s total spend above ${MAX_BALANCE_MICROS} micro-units (total ${r.totalMicros}); nothing was changed`);
+      case 'tokens':
+        throw new ConsoleError('RANGE', `the record's tokens would take ${tokenTotalNamed(r.over, keyId)} above ${MAX_TOKEN_TOTAL} (input plus output); nothing was changed`);
       default:
         throw new ConsoleError('CORRUPT', `key ${keyId}: unexpected answer from the usage script`);
     }

@@ -42,3 +42,11 @@ export function spendLimitDeny(gate: Gate, keyId: string, nowMs: number): Deny |
 export function moneyDeny(gate: Gate | 'corrupt', keyId: string, nowMs: number, requireWallet: boolean): Deny | null {
   return walletDeny(gate, keyId, requireWallet) ?? (gate === 'corrupt' ? null : spendLimitDeny(gate, keyId, nowMs));
 }
+
+/** Defaults of the money options (library options of `KeyConsole`; the sidecar's metering books with them too). */
+export const MONEY_DEFAULTS = {
+  /** How long a usage record's request id is remembered (a retry within it changes nothing): 7 days. */
+  usageIdempotencySeconds: 7 * 24 * 3600,
+  /** Usage-log entries kept per account (approximately; older ones are trimmed): 100,000. */
+  usageLogMaxEntries: 100_000,
+} as const;

@@ -1,6 +1,7 @@
 /**
  * The usage ledger (docs/ledger.md): PostgreSQL behind `KEYGATE_LEDGER_URL`. Imported by the
- * console (`keygate console`) and by `keygate ledger`; never by the sidecar's runtime.
+ * console (`keygate console`) and by `keygate ledger`; never by the sidecar's runtime (which loads
+ * only the booking write, ./book.ts, and what it imports: no PostgreSQL module).
  */
 import pg from 'pg';
 import type { Logger } from 'pino';

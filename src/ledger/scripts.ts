@@ -1,9 +1,11 @@
 /**
  * The sink's own Lua (one key each: the account's usage log, so one slot on Cluster). The record
- * script (`RECORD_USAGE`, src/schema/money-scripts.ts) cuts the log at the hard cap once the
- * ledger's group is on it; what the ledger acknowledged is trimmed here.
+ * script (`RECORD_USAGE`, ./book-script.ts) cuts the log at the hard cap once the ledger's group is
+ * on it; what the ledger acknowledged is trimmed here.
  */
-export { LEDGER_GROUP } from '../schema/money-scripts.ts';
+
+/** The consumer group of the usage ledger's sink on every account's usage log. */
+export const LEDGER_GROUP = 'keygate-ledger';
 
 /**
  * Trims what the group acknowledged and tells the oldest entry it has not. KEYS: the usage log.

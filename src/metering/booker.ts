@@ -1,7 +1,7 @@
 /**
  * The metered answers' bookings: priced when the response ends (the price table then in memory),
- * queued, and written in batches by the usage-record script (`RECORD_USAGE`, the same atomic
- * effect as `POST /v1/usage`: idempotent on keygate's booking id (`x-request-id` only a label in the log), wallet debited, key spend grown, gate
+ * queued, and written in batches by the ledger's booking write (src/ledger/book.ts: the usage-record
+ * script `RECORD_USAGE`, the same write as `POST /v1/usage`: idempotent on keygate's booking id (`x-request-id` only a label in the log), wallet debited, key spend grown, gate
  * written on a crossing, token counters and token rates, a usage-log entry with source `meter`).
  *
  * A batch is flushed at most `intervalMs` after its first booking was queued (default 250 ms; a
@@ -12,13 +12,9 @@
  * twice); at most `maxPending` bookings wait (beyond that a booking is dropped and counted).
  * `close()` flushes what is left, retrying until its deadline.
  */
-import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { MONEY_DEFAULTS } from '../console/wallet.ts';
-import { RECORD_USAGE, RECORD_USAGE_EVENTS_AT, RECORD_USAGE_KEYS, usageRecordArgs, usageRecordKeys } from '../schema/money-scripts.ts';
+import { UsageBook, type BookOptions, type BookReply, type Usage } from '../ledger/book.ts';
 import type { Schema } from '../schema/redis-schema.ts';
-import { eventsSchema } from '../schema/events.ts';
-import { eventsWritten, wakeAccounts } from '../events/publish.ts';
 import type { RedisClient } from '../store/redis.ts';
 import type { PriceBasis } from '../prices/basis.ts';
 import type { PriceCatalog } from '../prices/catalog.ts';
@@ -64,72 +60,39 @@ export function priceBooking(b: Booking, table: PriceTable, endedAt: number, cat
   return { booking: b, amountMicros: p.amount, unpriced: p.unpriced, endedAt, clamped: p.clamped, basis: p.basis };
 }
 
-/** The ARGV of RECORD_USAGE for a metered booking. */
-export function bookingArgs(p: PricedBooking, o: { idempotencySeconds: number; logMaxEntries: number }): string[] {
+/** A metered booking as the ledger books it (source `meter`). */
+export function usageOf(p: PricedBooking): Usage {
   const b = p.booking;
-  return usageRecordArgs({
-    keyId: b.key_id,
-    amountMicros: p.amountMicros,
-    bookingId: b.booking_id,
-    idempotencySeconds: o.idempotencySeconds,
-    logMaxEntries: o.logMaxEntries,
-    model: b.model ?? '',
-    inputTokens: String(b.input_tokens),
-    outputTokens: String(b.output_tokens),
+  return {
     account: b.account,
-    cachedInputTokens: String(b.cached_input_tokens),
-    cacheWriteTokens: String(b.cache_write_tokens),
-    reasoningTokens: String(b.reasoning_tokens),
+    keyId: b.key_id,
+    bookingId: b.booking_id,
+    amountMicros: p.amountMicros,
+    model: b.model,
+    inputTokens: b.input_tokens,
+    outputTokens: b.output_tokens,
+    cachedInputTokens: b.cached_input_tokens,
+    cacheWriteTokens: b.cache_write_tokens,
+    reasoningTokens: b.reasoning_tokens,
     source: 'meter',
     estimated: b.estimated,
     unpriced: p.unpriced,
-    price: p.basis === undefined ? '' : JSON.stringify(p.basis),
+    price: p.basis,
     label: b.request_id,
-  });
-}
-
-type WithRecordUsage = { kgRecordUsage(...args: string[]): Promise<unknown> };
-
-function resultOf(r: unknown): BookResult {
-  const tag = Array.isArray(r) ? r[0] : null;
-  // FLOOR: the wallet's floor; TOTAL: the key's total spend bound; TOKENS: a token total's bound — refused, never retried
-  return tag === 'OK' ? 'booked' : tag === 'DUP' ? 'duplicate' : tag === 'FLOOR' || tag === 'TOTAL' || tag === 'TOKENS' ? 'floor' : 'error';
-}
-
-/** The write to Redis: RECORD_USAGE per booking, pipelined (Cluster: each to its account's node at once). */
-export function redisBookingWrite(
-  redis: RedisClient,
-  s: Schema,
-  o: { idempotencySeconds: number; logMaxEntries: number } = { idempotencySeconds: MONEY_DEFAULTS.usageIdempotencySeconds, logMaxEntries: MONEY_DEFAULTS.usageLogMaxEntries },
-): BookingWrite {
-  if (!('kgRecordUsage' in redis)) redis.defineCommand('kgRecordUsage', { numberOfKeys: RECORD_USAGE_KEYS, lua: RECORD_USAGE });
-  /** Accounts already in the export's list (bounded). */
-  const listed = new Set<string>();
-  const args = (p: PricedBooking) => [...usageRecordKeys(s, p.booking.account, p.booking.key_id, p.booking.booking_id), ...bookingArgs(p, o)];
-  return async (batch) => {
-    const fresh = [...new Set(batch.map((p) => p.booking.account))].filter((a) => !listed.has(a));
-    if (fresh.length > 0) {
-      // The export's and the events' lists of accounts, written first (as the usage API does): listed never lags an entry.
-      await redis.sadd(s.usageAccounts(), ...fresh);
-      await redis.sadd(eventsSchema(s.ns).accounts(), ...fresh);
-      if (listed.size + fresh.length > 10_000) listed.clear();
-      for (const a of fresh) listed.add(a);
-    }
-    // Accounts whose booking wrote an event (a wallet or limit alert): the webhook worker is woken for them.
-    const wake = (replies: unknown[]) => wakeAccounts(redis, s.ns, [...new Set(batch.filter((_, i) => eventsWritten(replies[i], RECORD_USAGE_EVENTS_AT) > 0).map((p) => p.booking.account))]);
-    if (redis instanceof Cluster) {
-      const c = redis as Cluster & WithRecordUsage;
-      const settled = await Promise.allSettled(batch.map((p) => c.kgRecordUsage(...args(p))));
-      await wake(settled.map((r) => (r.status === 'fulfilled' ? r.value : null)));
-      return settled.map((r) => (r.status === 'fulfilled' ? resultOf(r.value) : 'error'));
-    }
-    const pipe = (redis as Redis).pipeline() as ReturnType<Redis['pipeline']> & WithRecordUsage;
-    for (const p of batch) pipe.kgRecordUsage(...args(p));
-    const results = await pipe.exec();
-    if (results === null) throw new Error('pipeline discarded');
-    await wake(results.map(([err, v]) => (err !== null ? null : v)));
-    return results.map(([err, v]) => (err !== null ? 'error' : resultOf(v)));
   };
+}
+
+/** A booking's reply as the booker counts it (null: its write failed). */
+function resultOf(r: BookReply | null): BookResult {
+  if (r === null) return 'error';
+  // floor: the wallet's floor; total: the key's total spend bound; tokens: a token total's bound — refused, never retried
+  return r.outcome === 'booked' ? 'booked' : r.outcome === 'duplicate' ? 'duplicate' : r.outcome === 'floor' || r.outcome === 'total' || r.outcome === 'tokens' ? 'floor' : 'error';
+}
+
+/** The write to Redis: the ledger's booking write, one batch in one pipeline (Cluster: each booking to its account's node at once). */
+export function redisBookingWrite(redis: RedisClient, s: Schema, o?: BookOptions): BookingWrite {
+  const book = new UsageBook(redis, s, o);
+  return async (batch) => (await book.bookAll(batch.map(usageOf))).map(resultOf);
 }
 
 export interface BookerOptions {

@@ -12,7 +12,7 @@ import { connectRedis } from '../store/redis.ts';
 import { MeteringMetrics } from './metrics.ts';
 import { meteredResponseOf, type MeteredHub } from '../telemetry/metered.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { MONEY_DEFAULTS } from '../console/wallet.ts';
+import { MONEY_DEFAULTS } from '../core/money.ts';
 import { Booker, redisBookingWrite } from './booker.ts';
 import { Meter } from './meter.ts';
 import type { PriceTable } from '../schema/prices.ts';

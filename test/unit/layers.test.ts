@@ -68,12 +68,12 @@ describe('layers', () => {
     expect(imports.filter((l) => /: \.\.\//.test(l))).toEqual([]);
   });
 
-  it('the ledger imports nothing above it but the schema and the store; the sidecar never loads it', () => {
+  it('the ledger imports nothing above it but the schema, the store, the core, the price basis and the events\' publishing; the sidecar loads its booking write, never its PostgreSQL part', () => {
     const imports = importsOf('src/ledger');
     expect(imports.length).toBeGreaterThan(10); // the control
-    const allowed = /: (node:\w+|pg|pino|prom-client|ioredis|\.\/[\w-]+\.ts|\.\.\/schema\/[\w-]+\.ts|\.\.\/store\/redis\.ts)$/;
+    const allowed = /: (node:\w+|pg|pino|prom-client|ioredis|\.\/[\w-]+\.ts|\.\.\/schema\/[\w-]+\.ts|\.\.\/store\/redis\.ts|\.\.\/core\/money\.ts|\.\.\/prices\/basis\.ts|\.\.\/events\/(?:lua|publish)\.ts)$/;
     expect(imports.filter((l) => !allowed.test(l))).toEqual([]);
-    // Every module the sidecar's runtime loads (static value imports and re-exports from src/main.ts, transitively): none under src/ledger.
+    // Every module the sidecar's runtime loads (static value imports and re-exports from src/main.ts, transitively): of src/ledger, the booking write only.
     const seen = new Set<string>();
     const walk = (file: string) => {
       if (seen.has(file)) return;
@@ -83,8 +83,11 @@ describe('layers', () => {
     };
     walk('src/main.ts');
     expect(seen.size).toBeGreaterThan(50); // the control: the walk follows the imports
-    expect([...seen].filter((f) => f.startsWith('src/ledger/'))).toEqual([]);
-    // The console and `keygate ledger` do load it.
+    const booking = ['src/ledger/book.ts', 'src/ledger/book-script.ts', 'src/ledger/scripts.ts'];
+    expect([...seen].filter((f) => f.startsWith('src/ledger/')).sort()).toEqual(booking.sort());
+    // The booking write's modules import no PostgreSQL module, and no module the sidecar loads imports `pg`.
+    expect([...seen].filter((f) => /^(?:import|export) [^;]*?from 'pg'/ms.test(readFileSync(join(ROOT, f), 'utf8')))).toEqual([]);
+    // The console and `keygate ledger` do load the rest.
     expect(readFileSync(join(ROOT, 'src/console-api/main.ts'), 'utf8')).toContain("'../ledger/run.ts'");
     expect(readFileSync(join(ROOT, 'src/cli/ledger-commands.ts'), 'utf8')).toContain("'../ledger/run.ts'");
   });
