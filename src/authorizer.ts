@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from './core/clock.ts';
 import { findCredential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
 import { allow, deny, type Decision } from './core/decision.ts';
 import { pathOnly, resolveFamily, type PrefixRule } from './core/family.ts';
@@ -21,7 +22,8 @@ export interface AuthorizerOptions {
   readonly pathPrefixes: readonly PrefixRule[];
   /** The operator's extra model endpoints (KEYGATE_MODEL_ENDPOINTS). */
   readonly modelEndpoints?: EndpointTable;
-  readonly now?: () => number;
+  /** What expiries, spend-limit blocks and rate headers are compared with (default `systemClock`). */
+  readonly clock?: Clock;
   /** An account without a wallet is refused like an empty one (`KEYGATE_REQUIRE_WALLET`). */
   readonly requireWallet?: boolean;
   /** The phases, in order (default `decisionPhases()`). */
@@ -53,7 +55,7 @@ export class Authorizer {
   constructor(records: RecordSource, opts: AuthorizerOptions, log: Logger) {
     this.#env = {
       records,
-      now: opts.now ?? Date.now,
+      now: (opts.clock ?? systemClock).now,
       keyPrefix: opts.keyPrefix,
       pathPrefixes: opts.pathPrefixes,
       modelEndpoints: opts.modelEndpoints,

@@ -38,6 +38,7 @@ import { responseOptions } from './transport/response-options.ts';
 import type { Transport } from './transport/transport.ts';
 import type { ServiceMethod } from './transport/service.ts';
 import { ExtProcMethod } from './transport/envoy/services/ext-proc.ts';
+import type { Clock } from './core/clock.ts';
 
 /**
  * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback,
@@ -83,8 +84,8 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 
 /** What a caller other than `serve` may supply: tests use a clock of their own. */
 export interface SidecarDeps {
-  /** The clock expiries and spend-limit blocks are compared with (default `Date.now`). */
-  readonly now?: () => number;
+  /** The clock expiries, spend-limit blocks and rate windows are read on (default `systemClock`). */
+  readonly clock?: Clock;
 }
 
 export async function startSidecar(config: Config, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
@@ -105,8 +106,8 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   });
   // Rate limits on the store's connection (docs/rate-limits.md); a key and an account without rates
   // never reach them.
-  const limiter = new RateLimiter(storeRedis!, { now: deps.now });
-  const tokenViews = new TokenRateViews(storeRedis!, { now: deps.now });
+  const limiter = new RateLimiter(storeRedis!, { clock: deps.clock });
+  const tokenViews = new TokenRateViews(storeRedis!, { clock: deps.clock });
   // What this sidecar enforces and how it reads a bare model name, for the console's wallet.enforced and
   // bare_models (on a timer: never per request).
   const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, bareModelProviders: config.bareModelProviders, log });
@@ -117,7 +118,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   });
   const authorizer = new Authorizer(
     store,
-    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, now: deps.now,
+    { keyPrefix: config.keyPrefix, pathPrefixes: config.pathPrefixes, modelEndpoints: config.modelEndpoints, requireWallet: config.requireWallet, clock: deps.clock,
       phases: decisionPhases({
         rates: { limiter, tokenViews, keys: rateKeys(s) },
         // Accounts' own upstream credentials (docs/credentials.md): without the key, none is injected and

@@ -16,6 +16,7 @@ import { periodBounds, type LimitPeriod } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, outcomeOf, startSidecarWith, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
+import { systemClock } from '../src/core/clock.ts';
 
 const s = schema();
 let redis: RedisServer | undefined;
@@ -24,6 +25,7 @@ let kc: KeyConsole | undefined;
 /** The sidecars' clock: the real one, or stopped at `frozen`. */
 let frozen: number | null = null;
 const now = () => frozen ?? Date.now();
+const clock = { ...systemClock, now };
 let cached: TestSidecar | undefined;
 let uncached: TestSidecar | undefined;
 
@@ -33,8 +35,8 @@ beforeAll(async () => {
     db = r.client();
     kc = new KeyConsole({ redis: r.url, revealKey: `k1:${randomBytes(32).toString('base64')}` });
     const base = { redisUrl: r.url, redisTimeoutMs: 1000, stalenessBoundMs: 10_000, drainDelayMs: 0, countUsage: false };
-    cached = await startSidecarWith(base, undefined, { now });
-    uncached = await startSidecarWith({ ...base, cacheMaxEntries: 0 }, undefined, { now });
+    cached = await startSidecarWith(base, undefined, { clock });
+    uncached = await startSidecarWith({ ...base, cacheMaxEntries: 0 }, undefined, { clock });
     await waitTracking(cached!);
   } catch (err) {
     await afterAllCleanup();

@@ -13,6 +13,7 @@ import { OWNED_TTL_SECONDS } from '../src/schema/owned.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import type { TestSidecar } from './helpers/sidecars.ts';
 import { fixture } from './unit/metering-helpers.ts';
+import { FakeClock } from './unit/fake-clock.ts';
 
 let pair: MeteringPair | undefined;
 
@@ -67,7 +68,7 @@ describe.each([
 describe('the owned-response record', () => {
   it('written with its fields and time to live; another account never takes it over; the owner refreshes it', async () => {
     const s = schema();
-    const record = ownedRecorder(pair!.db, s, () => 1_700_000_000_000);
+    const record = ownedRecorder(pair!.db, s, new FakeClock(1_700_000_000_000));
     const key = s.owned('openai', 'resp_owned1');
     await record({ provider: 'openai', id: 'resp_owned1', account: 'acct-a', keyId: 'key_a' });
     const first = await pair!.db.hgetall(key);

@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayProblemLog } from '../src/telemetry/gateway-problem.ts';
+import { FakeClock } from './unit/fake-clock.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { json, send } from './helpers/http-client.ts';
 import { seedKey, type SeededKey } from './helpers/seed.ts';
@@ -74,13 +75,13 @@ describe('GatewayProblemLog', () => {
   it('logs a problem once per interval, then again with the count it suppressed', () => {
     const got: Record<string, unknown>[] = [];
     const log = pino({ level: 'warn' }, new Writable({ write: (c: Buffer, _e, done) => (got.push(JSON.parse(c.toString('utf8')) as Record<string, unknown>), done()) }));
-    let now = 1_000_000;
-    const p = new GatewayProblemLog(log, 60_000, () => now);
+    const clock = new FakeClock(1_000_000);
+    const p = new GatewayProblemLog(log, 60_000, clock);
     for (let i = 0; i < 5; i++) p.note('no body reaches keygate', { path: '/v1/chat/completions' });
-    now += 59_999;
+    clock.tick(59_999);
     p.note('no body reaches keygate', {});
     p.note('another problem', {});
-    now += 1;
+    clock.tick(1);
     p.note('no body reaches keygate', {});
     expect(got.map((l) => [l.msg, l.suppressedSinceLast])).toEqual([
       ['no body reaches keygate', 0],

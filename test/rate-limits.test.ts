@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { leasePool, windowOf } from '../src/core/rate.ts';
+import { systemClock } from '../src/core/clock.ts';
 import { BOOK_TOKENS, SET_TOKEN_RATE } from '../src/schema/rate-scripts.ts';
 import { parseRateText, parseTokenBlocks, rateKeys, type Rate } from '../src/schema/rates.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -214,7 +215,7 @@ describe('standalone Redis', () => {
 
   it('a sidecar whose clock is off counts in the server\'s windows and waits for the server\'s window end', async () => {
     for (const skewMs of [3_700, -2_300]) {
-      const l = await limiterOn(redis.url, { now: () => Date.now() + skewMs });
+      const l = await limiterOn(redis.url, { clock: { ...systemClock, now: () => Date.now() + skewMs } });
       const other = await limiterOn(redis.url);
       const req = keyReq('5/s');
       await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20));

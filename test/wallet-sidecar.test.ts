@@ -16,6 +16,7 @@ import { redisUsageWrite, UsageCounter } from '../src/store/usage-counter.ts';
 import { changeSeenAtOnce } from './helpers/propagation.ts';
 import { destroyRedis, startRedis, type RedisServer } from './helpers/redis-server.ts';
 import { chatRequest, outcomeOf, startSharedPair, startTestSidecar, waitFor, waitTracking, type SharedPair, type TestSidecar } from './helpers/sidecars.ts';
+import { FakeClock } from './unit/fake-clock.ts';
 
 const REVEAL = `k1:${randomBytes(32).toString('base64')}`;
 const s = schema();
@@ -291,7 +292,7 @@ describe('usage counting', () => {
     const id = 'key_lastusedlastused';
     const T = 1_800_000_000_000;
     const flushAt = async (t: number) => {
-      const counter = new UsageCounter(redisUsageWrite(db, s), createLogger('silent'), { intervalMs: 60_000, clock: { now: () => t, every: () => () => {}, after: () => () => {} } });
+      const counter = new UsageCounter(redisUsageWrite(db, s), createLogger('silent'), { intervalMs: 60_000, clock: new FakeClock(t) });
       counter.count(id, account);
       await counter.close();
     };

@@ -33,6 +33,7 @@ import { EventPublisher, wakeAccounts } from './publish.ts';
 import { systemResolver, type Resolver } from './ssrf.ts';
 import { eventFromEntry, type EventJson } from './types.ts';
 import { WebhookStore, type Endpoint } from './webhooks.ts';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 type RedisClient = Redis | Cluster;
 type ActiveEndpoint = Endpoint & { readonly secret: string };
@@ -59,6 +60,8 @@ export interface WorkerOptions {
   readonly resolve?: Resolver;
   /** How often every account is walked for work whose wake-up was lost (default 5 min; also once at start). */
   readonly sweepMs?: number;
+  /** The passes' timer and the stop's bound run on it (default `systemClock`; the schedule's instants are the Redis server's). */
+  readonly clock?: Clock;
 }
 
 /** Owner-checked lease steps. KEYS: lease, state. ARGV: token, [endpoint id, state JSON]. */
@@ -104,7 +107,8 @@ export class DeliveryWorker {
   readonly #sweepMs: number;
   /** When the next sweep is due (server clock); 0: at the first pass. */
   #nextSweep = 0;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: Clock;
+  #timer: TimerHandle | undefined;
   #running: Promise<void> | undefined;
   #filling: Promise<void> | undefined;
   #stopped = false;
@@ -121,6 +125,7 @@ export class DeliveryWorker {
     this.#pollMs = o.pollMs ?? 1000;
     this.#leaseMs = o.leaseMs ?? 30_000;
     this.#sweepMs = o.sweepMs ?? 300_000;
+    this.#clock = o.clock ?? systemClock;
   }
 
   start(): void {
@@ -129,10 +134,10 @@ export class DeliveryWorker {
       this.#running = this.pass()
         .catch((err: unknown) => this.#o.log.warn({ err: { message: (err as Error)?.message?.slice(0, 200) } }, 'webhook pass failed'))
         .finally(() => {
-          if (!this.#stopped) this.#timer = setTimeout(loop, this.#pollMs);
+          if (!this.#stopped) this.#timer = this.#clock.setTimeout(loop, this.#pollMs);
         });
     };
-    this.#timer = setTimeout(loop, 0);
+    this.#timer = this.#clock.setTimeout(loop, 0);
     this.#filling = this.fillExpiries()
       .then((n) => {
         if (n > 0) this.#o.log.info({ keys: n }, 'key expiries of keys made before events filled in');
@@ -173,11 +178,11 @@ export class DeliveryWorker {
   /** Stops passes; waits (bounded) for deliveries in flight. An event whose attempt was cut is delivered again later. */
   async stop(timeoutMs = 5000): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#clock.clearTimeout(this.#timer);
     const all = Promise.allSettled([this.#running, this.#filling, ...this.#tasks]);
-    let t: NodeJS.Timeout | undefined;
-    await Promise.race([all, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
-    clearTimeout(t);
+    let t: TimerHandle | undefined;
+    await Promise.race([all, new Promise((r) => (t = this.#clock.setTimeout(() => r(undefined), timeoutMs)))]);
+    this.#clock.clearTimeout(t);
   }
 
   async #now(): Promise<number> {
@@ -191,7 +196,7 @@ export class DeliveryWorker {
     await this.#expiries(now);
     const endpoints = await this.#o.webhooks.active();
     if (endpoints.length === 0) return;
-    const failedOut = (e: Endpoint) => e.failingSince !== null && now - e.failingSince >= this.#o.config.disableAfterMs;
+    const failedOut = (e: Endpoint) => failedOutAt(e.failingSince, now, this.#o.config.disableAfterMs);
     for (const e of endpoints) if (failedOut(e)) await this.#disable(e, now);
     const live = endpoints.filter((e) => !failedOut(e));
     for (const e of live) if ((await this.#o.redis.llen(this.#s.replay(e.id))) > 0) this.#spawn(`replay ${e.id}`, () => this.#replays(e));
@@ -327,16 +332,16 @@ export class DeliveryWorker {
           continue;
         }
         const attempts = st.attempts + 1;
-        const schedule = this.#o.config.retryScheduleSeconds;
+        const retryAt = nextAttemptAt(this.#o.config.retryScheduleSeconds, attempts, now);
         if (e.failingSince === null) await this.#o.webhooks.update(e.id, { failingSince: now });
-        if (attempts > schedule.length) {
+        if (retryAt === null) {
           await this.#o.webhooks.addDead(e.id, { event: target.event, attempts, lastError: result.error, deadAt: now });
           st = { cursor: target.id, attempts: 0, nextAt: 0 };
           this.#o.log.warn({ webhook: e.id, event: target.event.id, attempts }, 'webhook event dead-lettered');
           if (!(await this.#save(lease, stateKey, e.id, st))) return;
           continue;
         }
-        st = { cursor: st.cursor, attempts, nextAt: now + Math.round(schedule[attempts - 1]! * 1000), lastError: result.error };
+        st = { cursor: st.cursor, attempts, nextAt: retryAt, lastError: result.error };
         await this.#save(lease, stateKey, e.id, st);
         return;
       }
@@ -412,6 +417,19 @@ export class DeliveryWorker {
       }
     }
   }
+}
+
+/**
+ * When an event that failed its `attempts`-th attempt at `now` is tried again: after the schedule's
+ * delay for that attempt (seconds); null once the schedule is used up (the event is dead-lettered).
+ */
+export function nextAttemptAt(scheduleSeconds: readonly number[], attempts: number, now: number): number | null {
+  return attempts > scheduleSeconds.length ? null : now + Math.round(scheduleSeconds[attempts - 1]! * 1000);
+}
+
+/** An endpoint failing without a success since `failingSince` is disabled once `disableAfterMs` has passed. */
+export function failedOutAt(failingSince: number | null, now: number, disableAfterMs: number): boolean {
+  return failingSince !== null && now - failingSince >= disableAfterMs;
 }
 
 /**

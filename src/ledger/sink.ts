@@ -20,6 +20,7 @@ import type { RedisClient } from '../store/redis.ts';
 import type { LedgerMetrics } from './metrics.ts';
 import { ROW_COLUMNS, usageRow, type LedgerRow } from './row.ts';
 import { LEDGER_GROUP, TRIM_ACKED } from './scripts.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export interface SinkOptions {
   /** This sink's consumer name in the group (default: host, pid and a random part: unique per process). */
@@ -41,6 +42,8 @@ export interface SinkOptions {
   /** Test hook (KEYGATE_LEDGER_TEST_PAUSE_AFTER_COMMIT_MS): pause this long between a commit and its acknowledgement. */
   readonly pauseAfterCommitMs?: number;
   readonly metrics?: LedgerMetrics;
+  /** The rounds' waits, back-off and refresh instants run on it (default `systemClock`). */
+  readonly clock?: Clock;
 }
 
 interface Entry {
@@ -67,7 +70,8 @@ export class LedgerSink {
   readonly #pool: pg.Pool;
   readonly #s: Schema;
   readonly #log: Logger;
-  readonly #o: Required<Omit<SinkOptions, 'consumer' | 'metrics'>>;
+  readonly #o: Required<Omit<SinkOptions, 'consumer' | 'metrics' | 'clock'>>;
+  readonly #clock: Clock;
   readonly #m: LedgerMetrics | undefined;
   #accounts: string[] = [];
   readonly #grouped = new Set<string>();
@@ -95,6 +99,7 @@ export class LedgerSink {
     this.#s = s;
     this.#log = log;
     this.#m = o.metrics;
+    this.#clock = o.clock ?? systemClock;
     this.consumer = o.consumer ?? `${hostname().slice(0, 64)}-${process.pid}-${randomBytes(4).toString('hex')}`;
     this.#o = {
       batch: o.batch ?? 1000,
@@ -112,7 +117,7 @@ export class LedgerSink {
   get lagMs(): number {
     let min = Infinity;
     for (const v of this.#oldest.values()) min = Math.min(min, v);
-    return min === Infinity ? 0 : Math.max(0, Date.now() - min);
+    return min === Infinity ? 0 : Math.max(0, this.#clock.now() - min);
   }
 
   /** Entries the cap dropped unacknowledged, over every account, as last read. */
@@ -135,7 +140,7 @@ export class LedgerSink {
 
   /** One pass (tests and `keygate ledger` use the loop): accounts, claims, reads, commit, acknowledgement; the entries handled. */
   async round(): Promise<number> {
-    const now = Date.now();
+    const now = this.#clock.now();
     if (now >= this.#nextAccounts) {
       await this.#refreshAccounts();
       this.#nextAccounts = now + this.#o.accountsEveryMs;
@@ -176,9 +181,10 @@ export class LedgerSink {
   #sleep(ms: number): Promise<void> {
     if (this.#stopping) return Promise.resolve();
     return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
+      const clock = this.#clock;
+      const t = clock.setTimeout(done, ms);
       function done() {
-        clearTimeout(t);
+        clock.clearTimeout(t);
         resolve();
       }
       this.#wake = done;
@@ -210,8 +216,8 @@ export class LedgerSink {
     });
     this.#m?.dropped.set(this.dropped);
     this.#m?.lag.set(this.lagMs / 1000);
-    if (Date.now() >= this.#nextForget) {
-      this.#nextForget = Date.now() + Math.max(1000, Math.floor(this.#o.forgetIdleMs / 4));
+    if (this.#clock.now() >= this.#nextForget) {
+      this.#nextForget = this.#clock.now() + Math.max(1000, Math.floor(this.#o.forgetIdleMs / 4));
       await this.#each(accounts, (a) => this.#forgetStopped(a));
     }
   }

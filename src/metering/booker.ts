@@ -22,6 +22,7 @@ import { priceBookingUsage } from './pricing.ts';
 import type { PriceTable } from '../schema/prices.ts';
 import type { Booking } from './session.ts';
 import type { EndpointKind } from './usage.ts';
+import { sleep, systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 /** A booking with its price, ready to write. */
 export interface PricedBooking {
@@ -102,7 +103,8 @@ export interface BookerOptions {
   readonly maxBatch?: number;
   /** Bookings held at most (default 100,000); beyond: dropped, counted. */
   readonly maxPending?: number;
-  readonly now?: () => number;
+  /** The batch delay and the close's retries run on it (default `systemClock`). */
+  readonly clock?: Clock;
   /** Runs after the last flush of `close` (e.g. to let go of the booker's own Redis connection). */
   readonly onClosed?: () => void;
 }
@@ -122,10 +124,11 @@ export class Booker {
   readonly #interval: number;
   readonly #maxBatch: number;
   readonly #maxPending: number;
+  readonly #clock: Clock;
   readonly #now: () => number;
   readonly #onClosed: (() => void) | undefined;
   #pending: PricedBooking[] = [];
-  #timer: NodeJS.Timeout | null = null;
+  #timer: TimerHandle | null = null;
   #flushing: Promise<void> | null = null;
   #closed = false;
 
@@ -136,7 +139,8 @@ export class Booker {
     this.#interval = opts.intervalMs ?? 250;
     this.#maxBatch = opts.maxBatch ?? 500;
     this.#maxPending = opts.maxPending ?? 100_000;
-    this.#now = opts.now ?? Date.now;
+    this.#clock = opts.clock ?? systemClock;
+    this.#now = this.#clock.now;
     this.#onClosed = opts.onClosed;
   }
 
@@ -152,19 +156,19 @@ export class Booker {
     }
     this.#pending.push(p);
     if (this.#pending.length >= this.#maxBatch) void this.flush();
-    else this.#timer ??= setTimeout(() => void this.flush(), this.#interval);
+    else this.#timer ??= this.#clock.setTimeout(() => void this.flush(), this.#interval);
   }
 
   /** Writes what is queued now (one batch of at most `maxBatch`… repeated until the queue is empty or a write fails). */
   flush(): Promise<void> {
     if (this.#timer !== null) {
-      clearTimeout(this.#timer);
+      this.#clock.clearTimeout(this.#timer);
       this.#timer = null;
     }
     if (this.#flushing !== null) return this.#flushing.then(() => (this.#pending.length > 0 ? this.flush() : undefined));
     this.#flushing = this.#run().finally(() => {
       this.#flushing = null;
-      if (this.#pending.length > 0 && !this.#closed) this.#timer ??= setTimeout(() => void this.flush(), this.#interval);
+      if (this.#pending.length > 0 && !this.#closed) this.#timer ??= this.#clock.setTimeout(() => void this.flush(), this.#interval);
     });
     return this.#flushing;
   }
@@ -203,9 +207,9 @@ export class Booker {
     while (true) {
       await this.flush();
       if (this.#pending.length === 0 || this.#now() >= deadline) break;
-      await new Promise((r) => setTimeout(r, Math.min(100, Math.max(1, deadline - this.#now()))));
+      await sleep(this.#clock, Math.min(100, Math.max(1, deadline - this.#now())));
     }
-    if (this.#timer !== null) clearTimeout(this.#timer);
+    if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     const lost = this.#pending.splice(0);
     for (const p of lost) this.#events.unbooked(p, 'lost');
     if (lost.length > 0) this.#log.error({ bookings: lost.length }, 'metering: bookings not written before the shutdown deadline');

@@ -20,6 +20,7 @@ import type { PriceCatalog } from '../prices/catalog.ts';
 import { priceBooking, type Booker } from './booker.ts';
 import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
 import type { MeteringMetrics } from './metrics.ts';
+import { sleep, systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 export interface MeterLimits {
   /** Streams metered at once (default 10,000). */
@@ -42,7 +43,8 @@ export interface MeterDeps {
   readonly log: Logger;
   readonly options: Omit<MeterOptions, 'newRequestId'>;
   readonly limits?: MeterLimits;
-  readonly now?: () => number;
+  /** The stream lifetime, price-read retries and the close deadline run on it (default `systemClock`). */
+  readonly clock?: Clock;
   /**
    * Records a provider object a metered request created as owned by its account (the owned record
    * of `src/schema/owned.ts`): an OpenAI background or stored response. Absent: not recorded.
@@ -65,6 +67,7 @@ export interface MeterStream {
 export class Meter {
   readonly #d: MeterDeps;
   readonly #limits: MeterLimits;
+  readonly #clock: Clock;
   readonly #now: () => number;
   /** Every session's options (one object: a session only reads them). */
   readonly #sessionOptions: MeterOptions;
@@ -82,9 +85,10 @@ export class Meter {
   constructor(d: MeterDeps) {
     this.#d = d;
     this.#limits = d.limits ?? DEFAULT_METER_LIMITS;
-    this.#now = d.now ?? Date.now;
+    this.#clock = d.clock ?? systemClock;
+    this.#now = this.#clock.now;
     this.#sessionOptions = { ...d.options, newRequestId: () => `m:${randomUUID()}` };
-    this.#problems = new ProblemLog({ now: this.#now });
+    this.#problems = new ProblemLog({ clock: this.#clock });
   }
 
   get openStreams(): number {
@@ -100,18 +104,18 @@ export class Meter {
     }
     const s = new Stream(this, new MeterSession(this.#sessionOptions), this.#now());
     this.#open.add(s);
-    s.timer = setTimeout(() => {
+    s.timer = this.#clock.setTimeout(() => {
       s.end();
       s.onExpire?.();
     }, this.#limits.maxStreamMs);
-    s.timer.unref?.();
+    s.timer.unref();
     return s;
   }
 
   /** @internal A stream ended: its outcome is priced and queued. */
   settle(s: Stream, outcome: Promise<MeterOutcome> | null): void {
     this.#open.delete(s);
-    if (s.timer !== null) clearTimeout(s.timer);
+    if (s.timer !== null) this.#clock.clearTimeout(s.timer);
     if (outcome === null) return; // counted by `internal`
     const p = outcome.then((o) => this.#book(o, s.openedAt)).catch((err: unknown) => this.internal(err));
     this.#ending.add(p);
@@ -208,7 +212,7 @@ export class Meter {
         const left = this.#closeDeadline === null ? wait : this.#closeDeadline - this.#now();
         if (left <= 0) return asError(err);
         this.#d.log.debug({ err: { message: asError(err).message }, retryMs: Math.min(wait, left) }, 'metering: price table unavailable; read again');
-        await new Promise((r) => setTimeout(r, Math.min(wait, left)));
+        await sleep(this.#clock, Math.min(wait, left));
         try {
           return await this.#d.prices();
         } catch (e) {
@@ -228,13 +232,13 @@ export class Meter {
       s.end();
       s.onExpire?.();
     }
-    await Promise.race([Promise.all([...this.#ending]), new Promise((r) => setTimeout(r, Math.max(0, deadline - this.#now())).unref?.())]);
+    await Promise.race([Promise.all([...this.#ending]), sleep(this.#clock, Math.max(0, deadline - this.#now()), true)]);
     await this.#d.booker.close(deadline);
   }
 }
 
 class Stream implements MeterStream {
-  timer: NodeJS.Timeout | null = null;
+  timer: TimerHandle | null = null;
   onExpire: (() => void) | null = null;
   #ended = false;
   readonly #meter: Meter;

@@ -5,6 +5,8 @@
  * every one: `keygate_metering_anomalies_total`, `keygate_metering_failures_total`). An upstream
  * that answers every response with another model must not turn each response into a log line.
  */
+import { systemClock, type Clock } from '../core/clock.ts';
+
 export class ProblemLog {
   readonly #perWindow: number;
   readonly #windowMs: number;
@@ -13,10 +15,10 @@ export class ProblemLog {
   #told = 0;
   #held = 0;
 
-  constructor(o: { perWindow?: number; windowMs?: number; now?: () => number } = {}) {
+  constructor(o: { perWindow?: number; windowMs?: number; clock?: Clock } = {}) {
     this.#perWindow = o.perWindow ?? 10;
     this.#windowMs = o.windowMs ?? 1000;
-    this.#now = o.now ?? Date.now;
+    this.#now = (o.clock ?? systemClock).now;
   }
 
   /**

@@ -22,15 +22,16 @@ import { ONE_SCALED } from '../prices/decimal.ts';
 import { OWNED_TTL_SECONDS } from '../schema/owned.ts';
 import { RECORD_OWNED } from '../schema/owned-scripts.ts';
 import type { RedisClient } from '../store/redis.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 type WithRecordOwned = { kgRecordOwned(key: string, account: string, createdAt: string, keyId: string, ttl: string): Promise<unknown> };
 
 /** Records an owned provider object (an OpenAI background or stored response) on the metering connection (RECORD_OWNED by EVALSHA). */
-export function ownedRecorder(redis: RedisClient, s: Schema, now: () => number = Date.now): (o: { provider: string; id: string; account: string; keyId: string }) => Promise<void> {
+export function ownedRecorder(redis: RedisClient, s: Schema, clock: Clock = systemClock): (o: { provider: string; id: string; account: string; keyId: string }) => Promise<void> {
   if (!('kgRecordOwned' in redis)) redis.defineCommand('kgRecordOwned', { numberOfKeys: 1, lua: RECORD_OWNED });
   const r = redis as RedisClient & WithRecordOwned;
   return async (o) => {
-    await r.kgRecordOwned(s.owned(o.provider, o.id), o.account, String(now()), o.keyId, String(OWNED_TTL_SECONDS));
+    await r.kgRecordOwned(s.owned(o.provider, o.id), o.account, String(clock.now()), o.keyId, String(OWNED_TTL_SECONDS));
   };
 }
 
@@ -84,7 +85,7 @@ export function createMeter(config: Config, s: Schema, store: RecordSource, metr
         mm.tokens.inc({ direction: 'output' }, b.output_tokens);
         mm.tokens.inc({ direction: 'reasoning' }, b.reasoning_tokens);
         // Per-account metrics and OpenTelemetry, when on (nothing subscribed otherwise).
-        if (hub?.observed && p.context) hub.booked(meteredResponseOf(b, { ...p.context, costMicros: p.amountMicros, endedAtMs: Date.now() }));
+        if (hub?.observed && p.context) hub.booked(meteredResponseOf(b, { ...p.context, costMicros: p.amountMicros, endedAtMs: systemClock.now() }));
       },
       unbooked: (_p, reason) => {
         if (reason === 'duplicate') mm.bookings.inc({ result: 'duplicate' });

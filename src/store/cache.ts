@@ -33,6 +33,7 @@ import type { RecordType } from '../schema/records.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import { StoreUnavailable, type RecordSource } from './record-source.ts';
 import type { Tracker } from './invalidation.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export interface CacheOptions {
   /** Total entries (positive + negative); 0 disables caching (and tracking). */
@@ -44,6 +45,8 @@ export interface CacheOptions {
   readonly maxInflight: number;
   /** Lookups waiting for a slot; beyond that a lookup fails at once (503). */
   readonly maxQueued: number;
+  /** The lookup deadline runs on it (default `systemClock`). */
+  readonly clock?: Clock;
 }
 
 /** Counters for metrics; monotonic unless noted. */
@@ -282,7 +285,8 @@ export class CachedRecordSource implements RecordSource {
     return new Promise<Answer>((resolve, reject) => {
       let settled = false;
       let started = false;
-      const timer = setTimeout(() => {
+      const clock = this.#opts.clock ?? systemClock;
+      const timer = clock.setTimeout(() => {
         if (settled) return;
         settled = true;
         this.#counters.timeouts++;
@@ -303,14 +307,14 @@ export class CachedRecordSource implements RecordSource {
             this.#release();
             if (settled) return;
             settled = true;
-            clearTimeout(timer);
+            clock.clearTimeout(timer);
             resolve(v);
           },
           (err: unknown) => {
             this.#release();
             if (settled) return;
             settled = true;
-            clearTimeout(timer);
+            clock.clearTimeout(timer);
             reject(err instanceof StoreUnavailable ? err : new StoreUnavailable(err instanceof Error ? err.message : String(err)));
           },
         );
@@ -319,7 +323,7 @@ export class CachedRecordSource implements RecordSource {
       else if (this.#queue.length < this.#opts.maxQueued) this.#queue.push(run);
       else {
         settled = true;
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         this.#counters.shed++;
         reject(new StoreUnavailable('too many store lookups in flight'));
       }

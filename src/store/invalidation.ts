@@ -33,7 +33,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { monotonicClock, type Clock } from '../core/clock.ts';
+import { after, every, systemClock, type Clock } from '../core/clock.ts';
 import { heartbeatEvery, lapseIn, withinBound } from './staleness.ts';
 
 export const INVALIDATE_CHANNEL = '__redis__:invalidate';
@@ -74,7 +74,7 @@ export interface TrackingOptions {
   /** The data connection must be a master (Sentinel): `ROLE` is checked on every heartbeat. */
   readonly requireMaster?: boolean;
   readonly log: Logger;
-  /** The heartbeat, retry and lapse timers and the bound's clock (default `monotonicClock`). */
+  /** The heartbeat, retry and lapse timers and the bound's clock, monotonic (default `systemClock`). */
   readonly clock?: Clock;
 }
 
@@ -155,8 +155,8 @@ export class TrackingLink {
       if (channel.toString() !== INVALIDATE_CHANNEL) return;
       this.#h.invalidate(Array.isArray(message) ? message.map((k) => String(k)) : null);
     });
-    this.#clock = opts.clock ?? monotonicClock;
-    this.#beat = this.#clock.every(heartbeatEvery(opts.boundMs), () => this.#heartbeat());
+    this.#clock = opts.clock ?? systemClock;
+    this.#beat = every(this.#clock, heartbeatEvery(opts.boundMs), () => this.#heartbeat());
     if (data.status === 'wait') data.connect().catch(noop);
     if (data.status === 'ready') this.#seenReady.data = true;
     this.#kick();
@@ -164,7 +164,7 @@ export class TrackingLink {
 
   /** Tracking is on and was confirmed within the staleness bound. */
   get tracked(): boolean {
-    return this.#on && withinBound(this.#confirmedAt, this.#clock.now(), this.#opts.boundMs);
+    return this.#on && withinBound(this.#confirmedAt, this.#clock.monotonic(), this.#opts.boundMs);
   }
 
   close(): void {
@@ -249,7 +249,7 @@ export class TrackingLink {
   #armLapse(): void {
     const sentAt = this.#confirmedAt;
     this.#lapse?.();
-    this.#lapse = this.#clock.after(lapseIn(sentAt, this.#clock.now(), this.#opts.boundMs), () => this.#checkLapse());
+    this.#lapse = after(this.#clock, lapseIn(sentAt, this.#clock.monotonic(), this.#opts.boundMs), () => this.#checkLapse());
   }
 
   #checkLapse(): void {
@@ -297,7 +297,7 @@ export class TrackingLink {
 
   #scheduleRetry(): void {
     this.#retry?.();
-    this.#retry = this.#clock.after(this.#opts.retryMs, () => void this.#attempt());
+    this.#retry = after(this.#clock, this.#opts.retryMs, () => void this.#attempt());
   }
 
   async #attempt(): Promise<void> {
@@ -306,7 +306,7 @@ export class TrackingLink {
     if (this.#data.status !== 'ready' || this.#sub.status !== 'ready' || !this.#subSetup) return; // a ready event kicks again
     this.#attempting = true;
     const g = this.#gen;
-    const sentAt = this.#clock.now();
+    const sentAt = this.#clock.monotonic();
     try {
       const id = await this.#subSetup;
       // The subscriber answers (it may have died silently), and it is on the data connection's
@@ -349,7 +349,7 @@ export class TrackingLink {
     if (!this.#on || this.#closed) return;
     const g = this.#gen;
     const subSetup = this.#subSetup;
-    const sentAt = this.#clock.now();
+    const sentAt = this.#clock.monotonic();
     const subOk = this.#sub.ping().then(
       () => true,
       (err: Error) => {

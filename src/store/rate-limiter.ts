@@ -25,6 +25,7 @@ import { leasePool, type RateScope, type RateView } from '../core/rate.ts';
 import { UNIT_MS, type Rate } from '../schema/rates.ts';
 import { TAKE } from '../schema/rate-scripts.ts';
 import type { RedisClient } from './redis.ts';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 export interface RateLimiterOptions {
   /** A lease unused this long is given back (its unused units return to the window). Default 250 ms. */
@@ -33,9 +34,16 @@ export interface RateLimiterOptions {
   readonly maxScopes?: number;
   /** Requests sent in one TAKE at most. Default 1 000. */
   readonly maxBatch?: number;
-  /** This process's clock (tests). */
-  readonly now?: () => number;
+  /** This process's clock: lease deadlines, known resets and the idle sweep (default `systemClock`). */
+  readonly clock?: Clock;
+  /**
+   * The TAKE script's call (numkeys, keys, args → reply); default: the script on `redis`. A seam for
+   * the unit tier, where the leases and windows are pinned on a fake clock without a Redis.
+   */
+  readonly take?: TakeCall;
 }
+
+export type TakeCall = (numkeys: number, ...keysAndArgs: string[]) => Promise<TakeReply>;
 
 /** What a request of a key asks: its account, key, the Redis window records and both request rates (null = none). */
 export interface RateRequest {
@@ -89,17 +97,19 @@ interface Batch {
 
 const TAKE_COMMAND = 'keygateRateTake';
 
-type TakeReply = string[];
+export type TakeReply = string[];
 
 export class RateLimiter {
   readonly #redis: RedisClient;
+  readonly #clock: Clock;
   readonly #now: () => number;
+  readonly #take: TakeCall;
   readonly #idleMs: number;
   readonly #maxScopes: number;
   readonly #maxBatch: number;
   readonly #scopes = new Map<string, Scope>();
   readonly #batches = new Map<string, Batch>();
-  readonly #sweep: NodeJS.Timeout;
+  readonly #sweep: TimerHandle;
   #closed = false;
   /** Why no command may go to Redis now (a Sentinel failover under way), or null. */
   #paused: string | null = null;
@@ -108,13 +118,14 @@ export class RateLimiter {
 
   constructor(redis: RedisClient, opts: RateLimiterOptions = {}) {
     this.#redis = redis;
-    this.#now = opts.now ?? Date.now;
+    this.#clock = opts.clock ?? systemClock;
+    this.#now = this.#clock.now;
     this.#idleMs = opts.idleReleaseMs ?? 250;
     this.#maxScopes = opts.maxScopes ?? 100_000;
     this.#maxBatch = opts.maxBatch ?? 1000;
-    if (!(TAKE_COMMAND in redis)) redis.defineCommand(TAKE_COMMAND, { lua: TAKE });
-    this.#sweep = setInterval(() => this.#releaseIdle(), Math.max(50, this.#idleMs));
-    this.#sweep.unref();
+    if (opts.take === undefined && !(TAKE_COMMAND in redis)) redis.defineCommand(TAKE_COMMAND, { lua: TAKE });
+    this.#take = opts.take ?? ((n, ...a) => (redis as unknown as Record<string, TakeCall>)[TAKE_COMMAND]!(n, ...a));
+    this.#sweep = this.#clock.setInterval(() => this.#releaseIdle(), Math.max(50, this.#idleMs)).unref();
   }
 
   /**
@@ -186,7 +197,7 @@ export class RateLimiter {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    clearInterval(this.#sweep);
+    this.#clock.clearInterval(this.#sweep);
     await Promise.allSettled([...this.#scopes.values()].map((s) => this.#release(s)));
   }
 
@@ -298,7 +309,7 @@ export class RateLimiter {
     if (this.#paused === null) {
       try {
         this.stats.calls++;
-        reply = (await (this.#redis as unknown as Record<string, (...a: unknown[]) => Promise<TakeReply>>)[TAKE_COMMAND]!(keys.length, ...keys, ...args));
+        reply = await this.#take(keys.length, ...keys, ...args);
       } catch {
         this.stats.callErrors++;
       }
@@ -403,7 +414,7 @@ export class RateLimiter {
     s.busy++;
     try {
       this.stats.calls++;
-      await (this.#redis as unknown as Record<string, (...a: unknown[]) => Promise<TakeReply>>)[TAKE_COMMAND]!(
+      await this.#take(
         1, s.rkey, '0', String(s.limit), String(s.len), String(leasePool(s.limit)), '0', String(l.size), String(l.window), String(l.left), '0',
       );
     } catch {

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { parseRedisUrl } from '../redis-url.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export const REMINDER_MS = 60_000;
 
@@ -30,13 +31,15 @@ export class RedisOutageReporter {
   readonly target: string;
   readonly #log: Logger;
   readonly #reminderMs: number;
+  readonly #clock: Clock;
   #down = false;
   #since = 0;
   #nextReminder = 0;
   #lastError = '';
   #closed = false;
 
-  constructor(url: string, log: Logger, reminderMs = REMINDER_MS) {
+  constructor(url: string, log: Logger, reminderMs = REMINDER_MS, clock: Clock = systemClock) {
+    this.#clock = clock;
     this.target = redisTarget(url);
     this.#log = log;
     this.#reminderMs = reminderMs;
@@ -55,7 +58,7 @@ export class RedisOutageReporter {
       return;
     }
     this.#lastError = msg;
-    const now = Date.now();
+    const now = this.#clock.now();
     if (!this.#down) {
       this.#down = true;
       this.#since = now;
@@ -74,7 +77,7 @@ export class RedisOutageReporter {
   up(): void {
     if (!this.#down) return;
     this.#down = false;
-    this.#log.info({ redis: this.target, downForS: Math.round((Date.now() - this.#since) / 1000) }, `Redis at ${this.target} answers again`);
+    this.#log.info({ redis: this.target, downForS: Math.round((this.#clock.now() - this.#since) / 1000) }, `Redis at ${this.target} answers again`);
   }
 
   /** Why the store is not reachable, for `/readyz`; undefined while connected. */

@@ -15,6 +15,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ParsedRedisUrl } from '../redis-url.ts';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 const START = '+failover-state-send-slaveof-noone';
 const SWITCH = '+switch-master';
@@ -40,11 +41,11 @@ function masterOf(message: string): string | undefined {
 }
 
 /** Subscribes to the failover events of `p.masterName` on each sentinel of `p`. */
-export function watchSentinels(p: ParsedRedisUrl, h: FailoverHandlers, log: Logger, maxPauseMs = 60_000): SentinelWatch {
+export function watchSentinels(p: ParsedRedisUrl, h: FailoverHandlers, log: Logger, maxPauseMs = 60_000, clock: Clock = systemClock): SentinelWatch {
   let lastSwitch = '';
-  let paused: NodeJS.Timeout | undefined;
+  let paused: TimerHandle | undefined;
   const switched = (reason: string) => {
-    clearTimeout(paused);
+    clock.clearTimeout(paused);
     paused = undefined;
     h.switched(reason);
   };
@@ -73,9 +74,8 @@ export function watchSentinels(p: ParsedRedisUrl, h: FailoverHandlers, log: Logg
       } else if (channel === START && masterOf(message) === p.masterName) {
         log.warn('sentinel failover under way; cache dropped, lookups refused until the switch');
         h.started('sentinel failover under way');
-        clearTimeout(paused);
-        paused = setTimeout(() => switched('no end of the sentinel failover announced'), maxPauseMs);
-        paused.unref();
+        clock.clearTimeout(paused);
+        paused = clock.setTimeout(() => switched('no end of the sentinel failover announced'), maxPauseMs).unref();
       }
     });
     c.on('pmessage', (_pattern: string, channel: string, message: string) => {
@@ -87,7 +87,7 @@ export function watchSentinels(p: ParsedRedisUrl, h: FailoverHandlers, log: Logg
   });
   return {
     close() {
-      clearTimeout(paused);
+      clock.clearTimeout(paused);
       for (const c of conns) c.disconnect();
     },
   };

@@ -17,7 +17,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../core/clock.ts';
+import { every, systemClock, type Clock } from '../core/clock.ts';
 import { FAMILIES, type Family } from '../core/family.ts';
 import { formatBareProviders, parseBareProviders } from '../core/model/index.ts';
 import { LUA_NOW } from '../schema/lua-time.ts';
@@ -137,7 +137,7 @@ export class SidecarSettings {
 
   /** Writes the settings as soon as the connection is ready (again after each reconnect) and every 10 s. */
   start(clock: Clock = systemClock): void {
-    this.#stop = clock.every(SIDECAR_SETTINGS_EVERY_MS, () => void this.#announce());
+    this.#stop = every(clock, SIDECAR_SETTINGS_EVERY_MS, () => void this.#announce());
     this.#redis.on('ready', this.#onReady);
     if (this.#redis.status === 'ready') this.#onReady();
   }

@@ -11,13 +11,15 @@ import { LRUCache } from 'lru-cache';
 import { windowOf, type RateView } from '../core/rate.ts';
 import { TokenWindowField, type Rate } from '../schema/rates.ts';
 import type { RedisClient } from './redis.ts';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export interface TokenRateViewsOptions {
   /** A record is read again at most this often. Default 1 000 ms. */
   readonly refreshMs?: number;
   /** Records remembered (bounded memory). Default 100 000. */
   readonly maxEntries?: number;
-  readonly now?: () => number;
+  /** When a record was last read (default `systemClock`). */
+  readonly clock?: Clock;
 }
 
 interface Entry {
@@ -39,7 +41,7 @@ export class TokenRateViews {
   constructor(redis: RedisClient, opts: TokenRateViewsOptions = {}) {
     this.#redis = redis;
     this.#refreshMs = opts.refreshMs ?? 1000;
-    this.#now = opts.now ?? Date.now;
+    this.#now = (opts.clock ?? systemClock).now;
     this.#entries = new LRUCache({ max: opts.maxEntries ?? 100_000 });
   }
 

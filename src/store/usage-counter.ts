@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { KEY_USE } from '../schema/money-scripts.ts';
 import type { Schema } from '../schema/redis-schema.ts';
 import type { RedisClient } from './redis.ts';
-import { systemClock, type Clock } from '../core/clock.ts';
+import { every, systemClock, type Clock } from '../core/clock.ts';
 
 export interface Pending {
   readonly account: string;
@@ -78,7 +78,7 @@ export class UsageCounter {
     this.#maxKeys = opts.maxKeys ?? 100_000;
     const clock = opts.clock ?? systemClock;
     this.#now = clock.now;
-    this.#stopTimer = clock.every(opts.intervalMs ?? USAGE_FLUSH_MS, () => void this.flush());
+    this.#stopTimer = every(clock, opts.intervalMs ?? USAGE_FLUSH_MS, () => void this.flush());
   }
 
   /** One allowed request of `keyId` (the request path: an in-memory increment, nothing else). */

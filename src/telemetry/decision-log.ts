@@ -16,6 +16,7 @@
 import type { Logger } from 'pino';
 import type { CheckOutcome, DecisionObserver } from '../authorizer.ts';
 import type { Deny } from '../core/decision.ts';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
 /** Which rule refused, in words an operator can act on. Never key material. */
 export function denyRule(d: Deny): string {
@@ -53,6 +54,8 @@ export interface DecisionLogOptions {
   readonly windowMs?: number;
   /** Kinds of deny with their own line per window; beyond, counted per (code, rule, family). Default 256. */
   readonly maxKinds?: number;
+  /** The window's timer runs on it (default `systemClock`). */
+  readonly clock?: Clock;
 }
 
 interface Kind {
@@ -72,11 +75,13 @@ export class DecisionLog {
   /** This window's kinds (with their own line) and overflow counts, by key. */
   readonly #kinds = new Map<string, Kind>();
   #own = 0;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: Clock;
+  #timer: TimerHandle | undefined;
 
   constructor(log: Logger, opts: DecisionLogOptions = {}) {
     this.#log = log;
     this.#windowMs = opts.windowMs ?? 1000;
+    this.#clock = opts.clock ?? systemClock;
     this.#maxKinds = opts.maxKinds ?? 256;
     this.observer = (outcome, _input, startedAt) => {
       const d = outcome.decision;
@@ -90,7 +95,7 @@ export class DecisionLog {
 
   /** Writes the pending counts now (end of a window; on shutdown). */
   flush(): void {
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer) this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
     for (const k of this.#kinds.values()) {
       if (k.count === 0) continue;
@@ -148,8 +153,7 @@ export class DecisionLog {
       return;
     }
     if (this.#timer === undefined) {
-      this.#timer = setTimeout(() => this.flush(), this.#windowMs);
-      this.#timer.unref();
+      this.#timer = this.#clock.setTimeout(() => this.flush(), this.#windowMs).unref();
     }
     if (this.#own < this.#maxKinds) {
       this.#own++;

@@ -4,6 +4,7 @@
  * interval per problem, with how many were suppressed in between, never once per request.
  */
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../core/clock.ts';
 
 export class GatewayProblemLog {
   readonly #log: Logger;
@@ -11,10 +12,10 @@ export class GatewayProblemLog {
   readonly #now: () => number;
   readonly #seen = new Map<string, { at: number; suppressed: number }>();
 
-  constructor(log: Logger, intervalMs = 60_000, now: () => number = Date.now) {
+  constructor(log: Logger, intervalMs = 60_000, clock: Clock = systemClock) {
     this.#log = log;
     this.#intervalMs = intervalMs;
-    this.#now = now;
+    this.#now = clock.now;
   }
 
   /** Logs `problem` (a fixed sentence) with `fields`, unless it was logged less than an interval ago. */

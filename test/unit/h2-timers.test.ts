@@ -6,53 +6,53 @@
 import { describe, expect, it } from 'vitest';
 import { Deadlines, ReceiveSweep } from '../../src/transport/grpc/deadlines.ts';
 import { parseGrpcTimeout } from '../../src/transport/h2/grpc-timeout.ts';
-import { FakeTimers } from './fake-timers.ts';
+import { FakeClock } from './fake-clock.ts';
 
 describe('receive timeout sweep', () => {
   const TIMEOUT = 1000; // sweep every 250 ms
 
   it('an entry added right after a sweep expires after the timeout, within one sweep of it', () => {
-    const t = new FakeTimers();
+    const t = new FakeClock();
     const expired: string[] = [];
     const sweep = new ReceiveSweep<string>(TIMEOUT, (e) => expired.push(e), t);
-    t.advance(250); // a sweep just ran
+    t.tick(250); // a sweep just ran
     sweep.add('a'); // added at 250
-    t.advance(TIMEOUT - 1);
+    t.tick(TIMEOUT - 1);
     expect(expired).toEqual([]);
-    t.advance(1); // at the timeout: not before it
+    t.tick(1); // at the timeout: not before it
     expect(expired).toEqual([]);
-    t.advance(249); // one sweep later, less a tick
+    t.tick(249); // one sweep later, less a tick
     expect(expired).toEqual([]);
-    t.advance(1); // 250 + 1000 + 250: the sweep after the timeout
+    t.tick(1); // 250 + 1000 + 250: the sweep after the timeout
     expect(expired).toEqual(['a']);
     sweep.close();
   });
 
   it('an entry added just before a sweep is never cut before its full timeout', () => {
-    const t = new FakeTimers();
+    const t = new FakeClock();
     const expired: number[] = [];
-    const sweep = new ReceiveSweep<string>(TIMEOUT, () => expired.push(t.now()), t);
-    t.advance(249);
+    const sweep = new ReceiveSweep<string>(TIMEOUT, () => expired.push(t.monotonic()), t);
+    t.tick(249);
     sweep.add('b'); // added at 249, one tick before a sweep
-    t.advance(TIMEOUT); // at 1249: its timeout has passed by 0 ms
+    t.tick(TIMEOUT); // at 1249: its timeout has passed by 0 ms
     expect(expired).toEqual([]);
-    t.advance(1); // at 1250, the first sweep at or past 249 + 1000
+    t.tick(1); // at 1250, the first sweep at or past 249 + 1000
     expect(expired).toEqual([1250]);
     expect(expired[0]! - 249).toBeGreaterThanOrEqual(TIMEOUT);
     sweep.close();
   });
 
   it('a deleted entry never expires, and a re-added one starts over', () => {
-    const t = new FakeTimers();
+    const t = new FakeClock();
     const expired: string[] = [];
     const sweep = new ReceiveSweep<string>(TIMEOUT, (e) => expired.push(e), t);
     sweep.add('c');
-    t.advance(900);
+    t.tick(900);
     sweep.add('c'); // the next message of a stream: its own timeout
-    t.advance(900);
+    t.tick(900);
     expect(expired).toEqual([]);
     sweep.delete('c');
-    t.advance(5000);
+    t.tick(5000);
     expect(expired).toEqual([]);
     sweep.close();
   });
@@ -66,31 +66,31 @@ describe('receive timeout sweep', () => {
 
 describe('call deadlines', () => {
   it('fire at the deadline, not a tick before', () => {
-    const t = new FakeTimers();
+    const t = new FakeClock();
     const dl = new Deadlines(t);
     let fired = 0;
     dl.add(100, () => fired++);
-    t.advance(99);
+    t.tick(99);
     expect(fired).toBe(0);
-    t.advance(1);
+    t.tick(1);
     expect(fired).toBe(1);
-    t.advance(1000);
+    t.tick(1000);
     expect(fired).toBe(1);
   });
 
   it('a finished call never fires; earlier deadlines re-arm the one timer', () => {
-    const t = new FakeTimers();
+    const t = new FakeClock();
     const dl = new Deadlines(t);
     const order: string[] = [];
     const late = dl.add(300, () => order.push('late'));
     dl.add(100, () => order.push('early'));
     dl.add(200, () => order.push('mid'));
     dl.finish(late);
-    t.advance(199);
+    t.tick(199);
     expect(order).toEqual(['early']);
-    t.advance(1);
+    t.tick(1);
     expect(order).toEqual(['early', 'mid']);
-    t.advance(1000);
+    t.tick(1000);
     expect(order).toEqual(['early', 'mid']);
     expect(dl.size).toBe(0);
   });

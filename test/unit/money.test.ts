@@ -7,6 +7,7 @@ import { moneyDeny } from '../../src/core/money.ts';
 import { generateKey } from '../../src/core/key-format.ts';
 import { GATE_FOREVER, NO_GATE, parseGate, type Gate } from '../../src/schema/money.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
+import { FakeClock } from './fake-clock.ts';
 
 const KEY_ID = 'key_0123456789abcdef';
 const NOW = 1_795_464_528_608;
@@ -61,7 +62,7 @@ describe('the money phase', () => {
     const store = new MemoryKeyStore();
     store.putKey(KEY, { id: KEY_ID, account: 'acct', name: 'k', status: 'active', models: ['openai/gpt-4o'], expiresAt: null });
     const check = async (body: string, requireWallet = false) =>
-      (await authorizer(store, { requireWallet, now: () => NOW }).check(input({ 'x-api-key': KEY }, { body }))).decision;
+      (await authorizer(store, { requireWallet, clock: new FakeClock(NOW) }).check(input({ 'x-api-key': KEY }, { body }))).decision;
     const other = JSON.stringify({ model: 'gpt-5', messages: [] });
     const allowed = JSON.stringify({ model: 'openai/gpt-4o', messages: [] });
     store.gates.set('acct', { wallet: 'empty', [`limit:${KEY_ID}`]: GATE_FOREVER });

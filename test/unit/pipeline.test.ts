@@ -10,6 +10,7 @@ import { modelAllowed } from '../../src/core/model/index.ts';
 import { generateKey } from '../../src/core/key-format.ts';
 import { decisionPhases } from '../../src/pipeline/index.ts';
 import { authorizer, input, MemoryKeyStore } from './memory-store.ts';
+import { FakeClock } from './fake-clock.ts';
 
 const KEY = generateKey('kg_');
 const ACCOUNT = 'acct-1';
@@ -57,7 +58,7 @@ describe('credential and format: denied without a store lookup', () => {
 
 describe('expiry takes effect at its exact instant', () => {
   const T = 1_800_000_000_000;
-  const at = (now: number) => authorizer(storeWith({ expiresAt: T }), { now: () => now }).check(input({ 'x-api-key': KEY }));
+  const at = (now: number) => authorizer(storeWith({ expiresAt: T }), { clock: new FakeClock(now) }).check(input({ 'x-api-key': KEY }));
 
   it('allowed one millisecond before', async () => {
     expect((await at(T - 1)).decision.allow).toBe(true);
@@ -168,7 +169,7 @@ describe('the pipeline over random requests, records and store states', () => {
         const headers: Record<string, string> =
           c === 'missing' ? {} : c === 'ambiguous' ? { 'x-api-key': KEY, 'x-goog-api-key': KEY } : c === 'bad-scheme' ? { authorization: `Token ${KEY}` } : c === 'malformed' ? { 'x-api-key': badChecksum(KEY) } : { authorization: `Bearer ${KEY}` };
         const body = m === undefined ? undefined : chat(m);
-        const a = authorizer(store, { now: () => now, requireWallet: g.requireWallet });
+        const a = authorizer(store, { clock: new FakeClock(now), requireWallet: g.requireWallet });
         const want = oracle(c, r, acct, down, m, now, g);
         // Cold (every record read from the store), then warm (what the first check read is in the cache).
         for (const temperature of ['cold', 'warm']) {

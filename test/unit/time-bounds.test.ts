@@ -8,6 +8,7 @@ import { spendLimitDeny } from '../../src/core/money.ts';
 import { parseGate, periodBounds, type Gate } from '../../src/schema/money.ts';
 import { heartbeatEvery, lapseIn, withinBound } from '../../src/store/staleness.ts';
 import { USAGE_FLUSH_MS, UsageCounter, type Pending } from '../../src/store/usage-counter.ts';
+import { every } from '../../src/core/clock.ts';
 import { FakeClock } from './fake-clock.ts';
 import { silentLog } from './memory-store.ts';
 
@@ -76,7 +77,7 @@ describe('cache staleness bound and heartbeat', () => {
     const clock = new FakeClock(0);
     let confirmedAt = 0;
     let answering = true;
-    clock.every(heartbeatEvery(BOUND), () => {
+    every(clock, heartbeatEvery(BOUND), () => {
       if (answering) confirmedAt = clock.now();
     });
     for (let i = 0; i < 20; i++) {

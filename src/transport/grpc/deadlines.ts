@@ -15,25 +15,25 @@ export interface Deadline {
   readonly fire: () => void;
 }
 
-import { realTimers, type Timers } from './timers.ts';
+import { systemClock, type Clock, type TimerHandle } from '../../core/clock.ts';
 
 const COMPACT_OVER = 1024;
 
 export class Deadlines {
-  readonly #timers: Timers;
+  readonly #clock: Clock;
   #queue: Deadline[] = [];
   #head = 0;
   #finished = 0;
-  #timer: unknown;
+  #timer: TimerHandle | undefined;
   #armedAt = Infinity;
 
-  constructor(timers: Timers = realTimers) {
-    this.#timers = timers;
+  constructor(clock: Clock = systemClock) {
+    this.#clock = clock;
   }
 
   /** Calls `fire` in `ms` unless `finish` is called first. */
   add(ms: number, fire: () => void): Deadline {
-    const d: Deadline = { at: this.#timers.now() + ms, done: false, fire };
+    const d: Deadline = { at: this.#clock.monotonic() + ms, done: false, fire };
     const q = this.#queue;
     let i = q.length;
     while (i > this.#head && q[i - 1]!.at > d.at) i--;
@@ -56,15 +56,15 @@ export class Deadlines {
   }
 
   #arm(at: number): void {
-    if (this.#timer !== undefined) this.#timers.clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
     this.#armedAt = at;
-    this.#timer = this.#timers.setTimeout(() => this.#due(), Math.max(0, at - this.#timers.now()));
+    this.#timer = this.#clock.setTimeout(() => this.#due(), Math.max(0, at - this.#clock.monotonic())).unref();
   }
 
   #due(): void {
     this.#timer = undefined;
     this.#armedAt = Infinity;
-    const now = this.#timers.now();
+    const now = this.#clock.monotonic();
     const q = this.#queue;
     while (this.#head < q.length) {
       const d = q[this.#head]!;
@@ -104,18 +104,18 @@ export class Deadlines {
  */
 export class ReceiveSweep<T> {
   readonly #entries = new Map<T, number>();
-  readonly #timers: Timers;
-  readonly #handle: unknown;
+  readonly #clock: Clock;
+  readonly #handle: TimerHandle;
   readonly #limit: number;
   readonly #expire: (entry: T) => void;
   #tick = 0;
 
-  constructor(timeoutMs: number, expire: (entry: T) => void, timers: Timers = realTimers) {
-    this.#timers = timers;
+  constructor(timeoutMs: number, expire: (entry: T) => void, clock: Clock = systemClock) {
+    this.#clock = clock;
     this.#expire = expire;
     const sweepMs = ReceiveSweep.sweepMs(timeoutMs);
     this.#limit = Math.ceil(timeoutMs / sweepMs);
-    this.#handle = timers.setInterval(() => this.#sweep(), sweepMs);
+    this.#handle = clock.setInterval(() => this.#sweep(), sweepMs).unref();
   }
 
   /** The sweep interval for a receive timeout. */
@@ -137,7 +137,7 @@ export class ReceiveSweep<T> {
   }
 
   close(): void {
-    this.#timers.clearInterval(this.#handle);
+    this.#clock.clearInterval(this.#handle);
   }
 
   #sweep(): void {

@@ -29,7 +29,7 @@ import { ReceiveSweep } from '../grpc/deadlines.ts';
 import { resetWhenAnsweredEarly } from '../grpc/early-reset.ts';
 import { parseGrpcTimeout } from './grpc-timeout.ts';
 import { MessagePool } from './message-pool.ts';
-import { realTimers, type Timers } from '../grpc/timers.ts';
+import { systemClock, type Clock } from '../../core/clock.ts';
 
 /**
  * HTTP/2 flow-control windows the server grants: per stream (SETTINGS_INITIAL_WINDOW_SIZE) and per
@@ -62,10 +62,10 @@ export class H2GrpcTransport implements Transport {
   readonly #wire: Wire;
 
   /** `extra`: methods served beside the Envoy services (tests register their own handlers here). */
-  constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger, extra: readonly ServiceMethod[] = [], timers: Timers = realTimers) {
+  constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger, extra: readonly ServiceMethod[] = [], clock: Clock = systemClock) {
     this.#opts = opts;
     this.#log = log;
-    this.#services = envoyServices(authorizer, opts, log, extra, timers);
+    this.#services = envoyServices(authorizer, opts, log, extra, clock);
     for (const m of this.#services.methods) this.#methods.set(m.path, m);
     this.#wire = {
       maxReceiveBytes: opts.maxReceiveBytes,
@@ -74,7 +74,7 @@ export class H2GrpcTransport implements Transport {
       maxConnectionBufferedBytes: opts.maxConnectionBufferedBytes,
       total: { buffered: 0 },
       pool: new MessagePool(),
-      sweep: new ReceiveSweep<H2Call>(opts.receiveTimeoutMs, (call) => call.expire(), timers),
+      sweep: new ReceiveSweep<H2Call>(opts.receiveTimeoutMs, (call) => call.expire(), clock),
       contain: (call, err) => this.#contain(call, err),
     };
     this.server = http2.createServer({

@@ -11,17 +11,17 @@ import { CheckAnswers } from './check-answer.ts';
 import { CheckMethod } from './check.ts';
 import { Health } from './health.ts';
 import { Deadlines } from '../../grpc/deadlines.ts';
-import { realTimers, type Timers } from '../../grpc/timers.ts';
+import { systemClock, type Clock } from '../../../core/clock.ts';
 
-/** `extra`: methods served beside these (tests); `timers`: the clock call deadlines run on. */
+/** `extra`: methods served beside these (tests); `clock`: the clock call deadlines run on. */
 export function envoyServices(
   authorizer: Authorizer,
   opts: ResponseOptions,
   log: Logger,
   extra: readonly ServiceMethod[] = [],
-  timers: Timers = realTimers,
+  clock: Clock = systemClock,
 ): ServiceSet {
-  const check = new CheckMethod(authorizer, new CheckAnswers(opts), log, new Deadlines(timers));
+  const check = new CheckMethod(authorizer, new CheckAnswers(opts), log, new Deadlines(clock));
   const health = new Health();
   return {
     methods: [check, health.check, health.watch, ...extra],
