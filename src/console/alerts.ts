@@ -1,7 +1,7 @@
 /**
  * Alert settings, one resource of the console service (src/console/service.ts; docs/events.md
  * "Alerts"): the account's wallet-low threshold and a key's limit thresholds. The events' Lua
- * fragments (src/events/lua.ts) read them from the account's alerts hash. Each change is audited as
+ * fragments (src/schema/event-scripts.ts) read them from the account's alerts hash. Each change is audited as
  * `alert` in its own script on standalone and Sentinel (after it on Cluster: src/console/webhooks.ts
  * `evalChange`).
  */

@@ -1,7 +1,7 @@
 /**
  * Publishing events from TypeScript, and the settings the alert fragments read.
  *
- * A Lua script that publishes (src/events/lua.ts) gets `eventKeysFor(...)` appended to its KEYS and the
+ * A Lua script that publishes (src/schema/event-scripts.ts) gets `eventKeysFor(...)` appended to its KEYS and the
  * account as its last ARGV; `eventKeysFor` first runs `noteAccount` (the list of accounts with a
  * stream, which the delivery worker's slow sweep walks, is written before the stream: an account in
  * the list may have no events yet, never the reverse — the same rule as the usage export's account
@@ -15,7 +15,7 @@
 import type { Redis, Cluster } from 'ioredis';
 import { AlertField, EVENT_STREAM_MAXLEN, EventField, eventsSchema, NO_ACCOUNT, type EventsSchema } from '../schema/events.ts';
 import type { KeyRecord } from '../schema/redis-schema.ts';
-import { DEFAULT_KEY_THRESHOLDS } from './lua.ts';
+import { DEFAULT_KEY_THRESHOLDS } from '../schema/event-scripts.ts';
 import { eventId, type EventType } from './types.ts';
 
 type RedisClient = Redis | Cluster;

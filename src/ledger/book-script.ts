@@ -12,8 +12,8 @@ import { LUA_TOKEN_RATES } from '../schema/rate-scripts.ts';
 import { rateKeys } from '../schema/rates.ts';
 import { KEY_DAYS_KEPT, type Schema } from '../schema/redis-schema.ts';
 import { eventsSchema } from '../schema/events.ts';
-// ── events (src/events/lua.ts) ── optional extra KEYS: the account's event stream and alerts hash
-import { ALERT_CHECKS } from '../events/lua.ts';
+// ── events (src/schema/event-scripts.ts) ── optional extra KEYS: the account's event stream and alerts hash
+import { ALERT_CHECKS } from '../schema/event-scripts.ts';
 // ── end events ──
 import { LEDGER_GROUP } from './scripts.ts';
 
@@ -103,7 +103,7 @@ export const RECORD_USAGE_EVENTS_AT = 4;
  *   then has no `price` field), 18 the log's request id label (metering: Envoy's x-request-id;
  *   absent or '' = ARGV 3). The record is idempotent on ARGV 3 (metering: keygate's booking id),
  *   which the log entry carries as `booking_id`; its `req` is the label.
- * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/events/lua.ts).
+ * Events: wallet.low / wallet.empty / key.limit.threshold at their crossing (src/schema/event-scripts.ts).
  * Token counters (KEYS 8, 9) and token rates (book_tokens, KEYS 10, 11) are written when the input
  * or output count is given (tokens = input + output).
  * KEYS 12 usagedrop:{acct}: with the ledger's consumer group on the log (src/ledger), the log is

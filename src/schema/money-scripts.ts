@@ -12,8 +12,8 @@
  * The usage record (`RECORD_USAGE`) is the ledger's booking write: src/ledger/book-script.ts.
  */
 import { LUA_PERIODS } from './money.ts';
-// ── events (src/events/lua.ts) ── optional extra KEYS: the account's event stream and alerts hash
-import { ALERT_CHECKS } from '../events/lua.ts';
+// ── events (src/schema/event-scripts.ts) ── optional extra KEYS: the account's event stream and alerts hash
+import { ALERT_CHECKS } from './event-scripts.ts';
 import { LUA_NOW } from './lua-time.ts';
 // ── end events ──
 
@@ -84,7 +84,7 @@ end
 export const CREDIT_EVENTS_AT = 2;
 /**
  * Credit. KEYS: wallet, credits, gate[, event stream, alerts]. ARGV: amount (micros), reference, max balance[, account].
- * With the two event KEYS: wallet.credited, and the wallet alerts re-armed (src/events/lua.ts).
+ * With the two event KEYS: wallet.credited, and the wallet alerts re-armed (src/schema/event-scripts.ts).
  * → {'OK', balance, events written} | {'DUP', balance, first credit "amount:time"} | {'OVERFLOW', balance}
  */
 export const CREDIT = `${NOW}${LUA_PERIODS}${WALLET_GATE}${ALERT_CHECKS}

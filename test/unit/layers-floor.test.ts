@@ -146,10 +146,8 @@ describe('layers: the floor', () => {
   it('src/schema imports only the floor, the price room and itself (and zod)', () => {
     const schema = importsUnder(imports, 'schema');
     expect(schema.length).toBeGreaterThan(20); // the control
-    // Until the reseat merge: the usage-booking script (helper `money` moves it to src/ledger) reads events/lua.ts.
-    const pending = new Set(['schema/money-scripts.ts: ../events/lua.ts']);
     const outside = schema.filter((i) => (i.target !== null ? !/^(core|prices|schema)\//.test(i.target) : i.module !== 'zod'));
-    expect(outside.map(line).filter((l) => !pending.has(l))).toEqual([]);
+    expect(outside.map(line)).toEqual([]);
   });
 
   it('the rank table names every top-level entry of src/, and nothing else', () => {
@@ -158,16 +156,14 @@ describe('layers: the floor', () => {
     expect(entries).toEqual(Object.keys(RANK).sort());
   });
 
-  // unskip after the reseat merge
-  it.skip('no import circle between the top-level entries of src/', () => {
+  it('no import circle between the top-level entries of src/', () => {
     const edges = folderEdges(imports);
     expect(edges.size).toBeGreaterThan(50); // the control: the reader finds the edges
     const knots = cycles(edges.keys()).map((group) => ({ group, edges: [...edges].filter(([k]) => group.includes(k.split(' -> ')[0]!) && group.includes(k.split(' -> ')[1]!)).map(([k, v]) => `${k} (${v[0]})`) }));
     expect(knots).toEqual([]);
   });
 
-  // unskip after the reseat merge
-  it.skip('every import goes down the rank table', () => {
+  it('every import goes down the rank table', () => {
     const edges = folderEdges(imports);
     expect(edges.size).toBeGreaterThan(50); // the control
     const upward = [...edges].filter(([k]) => {

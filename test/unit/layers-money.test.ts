@@ -56,10 +56,7 @@ describe('layers: the money path', () => {
     expect(files.has('src/ledger/book.ts')).toBe(true); // the control: the booking write is the sidecar's too
     expect([...packages]).toContain('ioredis'); // the control: packages are seen
     expect([...packages].filter((p) => p === 'pg' || p.startsWith('pg/'))).toEqual([]);
-    // The console's error catalogue, while `src/events/publish.ts` still imports it (the events part of #32 takes it out):
-    // reached through that module only. Every other console, API, page, CLI or dev module: never.
-    const viaEventsOnly = (f: string) => f === 'src/console/errors.ts' && [...files.get(f)!].every((by) => by === 'src/events/publish.ts');
-    const above = [...files.keys()].filter((f) => /^src\/(console|console-api|console-web|cli|dev)\//.test(f) && !viaEventsOnly(f));
+    const above = [...files.keys()].filter((f) => /^src\/(console|console-api|console-web|cli|dev)\//.test(f));
     expect(above.map((f) => `${f} <- ${[...files.get(f)!].join(', ')}`)).toEqual([]);
   });
 

@@ -19,7 +19,7 @@
  *       fired in the limit's current period
  * Both need `now`, `fmt` and `period_bounds` (money scripts' NOW and LUA_PERIODS).
  */
-import { AlertField as A, EVENT_STREAM_MAXLEN, EventField as E } from '../schema/events.ts';
+import { AlertField as A, EVENT_STREAM_MAXLEN, EventField as E } from './events.ts';
 
 export const DEFAULT_KEY_THRESHOLDS = [50, 80, 100] as const;
 
