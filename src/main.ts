@@ -36,16 +36,16 @@ import { H2GrpcTransport } from './transport/h2/server.ts';
 import { HttpTransport } from './transport/http/server.ts';
 import { responseOptions } from './transport/response-options.ts';
 import type { Transport } from './transport/transport.ts';
-import type { ServiceMethod } from './transport/service.ts';
-import { ExtProcMethod } from './transport/envoy/services/ext-proc.ts';
+import type { ServiceSet } from './transport/service.ts';
+import { envoyServices } from './transport/envoy/services/registry.ts';
 
 /**
- * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback,
- * loaded only when chosen); both serve the same services with the same wire behaviour.
+ * The gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback, loaded
+ * only when chosen); both serve the same service set with the same wire behaviour.
  */
-const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (a: Authorizer, o: GrpcServerOptions, l: Logger, m: readonly ServiceMethod[]) => Promise<Transport>> = {
-  h2: async (a, o, l, m) => new H2GrpcTransport(a, o, l, m),
-  'grpc-js': async (a, o, l, m) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(a, o, l, m),
+const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (s: ServiceSet, o: GrpcServerOptions, l: Logger) => Promise<Transport>> = {
+  h2: async (s, o, l) => new H2GrpcTransport(s, o, l),
+  'grpc-js': async (s, o) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(s, o),
 };
 
 export interface Sidecar {
@@ -206,15 +206,14 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   try {
     const grpcPort = await start(
       await GRPC_TRANSPORTS[config.grpcTransport](
-        authorizer,
+        // Check, health, and ext_proc Process when metering is on
+        envoyServices({ authorizer, meter }, respond, log),
         { ...respond, host: config.listenHost, port: config.grpcPort, maxReceiveBytes: config.grpcMaxReceiveBytes,
           receiveTimeoutMs: config.grpcReceiveTimeoutMs,
           maxBufferedBytes: config.grpcMaxBufferedBytes,
           maxConnectionBufferedBytes: config.grpcMaxConnectionBufferedBytes,
         },
         log,
-        // ext_proc Process beside Check when metering is on
-        meter ? [new ExtProcMethod(meter)] : [],
       ),
     );
     const httpPort = await start(
