@@ -13,16 +13,10 @@ import { parseCredentialKeyring } from './keys/credential-crypto.ts';
 import { parseCredentialHeaders } from './core/upstream-credential.ts';
 import { EndpointCatalog } from './core/endpoints/catalog.ts';
 import { schema } from './schema/redis-schema.ts';
-import { createKeyStore, type CachedRecordSource } from './store/index.ts';
+import { createSidecarStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
-import { RateLimiter } from './store/rate-limiter.ts';
-import { connectRedis, type RedisClient } from './store/redis.ts';
-import { TokenRateViews } from './store/token-rate-views.ts';
-import { RedisOutageReporter } from './store/redis-outage.ts';
-import { redisUsageWrite, UsageCounter } from './store/usage-counter.ts';
-import { redisRefusalWrite } from './store/refusal-count.ts';
+import type { UsageCounter } from './store/usage-counter.ts';
 import { endpointRefusalObserver } from './telemetry/endpoint-metrics.ts';
-import { SidecarSettings } from './store/sidecar-settings.ts';
 import { createMeter } from './metering/wiring.ts';
 import type { Meter } from './metering/meter.ts';
 import { DecisionLog } from './telemetry/decision-log.ts';
@@ -90,27 +84,9 @@ export interface SidecarDeps {
 export async function startSidecar(config: Config, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
-  const outage = new RedisOutageReporter(config.redisUrl, log);
-  let storeRedis: RedisClient | null = null;
-  const store = createKeyStore(config, s, log, (client, connection) => {
-    metrics.watchRedis(client, connection);
-    if (connection === 'commands') {
-      outage.attach(client);
-      storeRedis = client;
-    }
-  }, {
-    // The limiter shares the commands connection: it pauses with the store during a Sentinel failover.
-    started: (reason) => limiter.pause(reason),
-    switched: () => limiter.resume(),
-  });
-  // Rate limits on the store's connection (docs/rate-limits.md); a key and an account without rates
-  // never reach them.
-  const limiter = new RateLimiter(storeRedis!, { now: deps.now });
-  const tokenViews = new TokenRateViews(storeRedis!, { now: deps.now });
-  // What this sidecar enforces and how it reads a bare model name, for the console's wallet.enforced and
-  // bare_models (on a timer: never per request).
-  const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, bareModelProviders: config.bareModelProviders, log });
-  settings.start();
+  // records, Redis links, rate limiter, token views, settings, usage counters: one value
+  const sidecarStore = createSidecarStore(config, s, log, { watch: (client, connection) => metrics.watchRedis(client, connection), now: deps.now });
+  const { records: store, limiter, tokenViews, outage, usage, refusals } = sidecarStore;
   metrics.addStoreStats(() => {
     const st = store.stats();
     return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
@@ -142,22 +118,14 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   const problems = new GatewayProblemLog(log);
   authorizer.onGatewayProblem((problem, where) => problems.note(problem, where));
   const decisions = new DecisionLog(log);
-  // Its own connection: a flush's pipeline never queues in front of a cold key's lookup.
-  const usageRedis = config.countUsage
-    ? connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-usage' })
-    : null;
-  usageRedis?.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'usage counter connection error'));
-  const usage = usageRedis ? new UsageCounter(redisUsageWrite(usageRedis, s), log) : null;
   if (usage) {
-    metrics.watchRedis(usageRedis!, 'usage');
     metrics.addStoreStats(() => ({ usageDropped: usage.dropped, usageFlushFailures: usage.failedFlushes, usagePendingKeys: usage.pendingKeys }));
     authorizer.observe((outcome) => {
       const d = outcome.decision;
       if (d.allow) usage.count(d.keyId, d.accountId);
     });
   }
-  // The endpoint rule's refusals per key (the page's "refused: endpoint"), on the same connection and bounds.
-  const refusals = usageRedis ? new UsageCounter(redisRefusalWrite(usageRedis, s), log) : null;
+  // The endpoint rule's refusals per key (the page's "refused: endpoint"), on the usage counts' connection and bounds.
   if (refusals) {
     authorizer.observe((outcome) => {
       const d = outcome.decision;
@@ -170,14 +138,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
     // Open streams are booked from what they saw, then the booker drains (bounded).
     if (meter) await meter.close(Date.now() + Math.min(5000, config.shutdownTimeoutMs));
     decisions.close();
-    if (usage) {
-      await Promise.all([usage.close(), refusals?.close()]);
-      usageRedis!.disconnect();
-    }
-    outage.close();
-    await limiter.close();
-    await settings.close();
-    await store.close();
+    await sidecarStore.close();
     await otel?.shutdown();
   };
   authorizer.observe(decisions.observer);
