@@ -14,28 +14,19 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as zlib from 'node:zlib';
 import { DEFAULT_METER_OPTIONS, MeterSession } from '../src/metering/session.ts';
-import { EXT_AUTHZ_NAMESPACE } from '../src/metering/ext-proc-codec.ts';
-import { encodeMessage, type Field } from '../src/transport/grpc/codec.ts';
+import { decodeProcessingRequest, encodeAnswer } from '../src/transport/envoy/ext-proc.ts';
+import { exchangeMessages } from '../src/transport/envoy/ext-proc-envoy.ts';
 
 const { values: opt } = parseArgs({ options: { quick: { type: 'boolean', default: false } } });
 const FIX = join(import.meta.dirname, '..', 'test', 'fixtures', 'metering');
 
-const headerMap = (h: Record<string, string>): Field[] => Object.entries(h).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]] as Field);
-const metadata: Field = [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, [
-  [1, [[1, 'key_id'], [2, [[3, 'key_0123456789abcdefABCD']]]]],
-  [1, [[1, 'account_id'], [2, [[3, 'acct-demo']]]]],
-  [1, [[1, 'model'], [2, [[3, 'gpt-4o-mini']]]]],
-]]]]]];
+const identity = { keyId: 'key_0123456789abcdefABCD', accountId: 'acct-demo', model: 'gpt-4o-mini' };
 
 function messages(type: string, chunks: Buffer[], encoding?: string): Buffer[] {
   const reqHeaders = { ':path': '/v1/chat/completions', ':method': 'POST', 'x-request-id': '6b6f1ac8-2f0e-4c6e-9a51-2d1a8c3f0b7e', 'content-type': 'application/json', 'x-keygate-key-id': 'key_0123456789abcdefABCD', 'x-keygate-account-id': 'acct-demo' };
   const resHeaders: Record<string, string> = { ':status': '200', 'content-type': type, date: 'Tue, 24 Nov 2026 23:00:00 GMT', 'x-request-id': 'abc' };
   if (encoding) resHeaders['content-encoding'] = encoding;
-  return [
-    encodeMessage([[2, [[1, headerMap(reqHeaders)]]], metadata]),
-    encodeMessage([[3, [[1, headerMap(resHeaders)]]], metadata]),
-    ...chunks.map((c, i) => encodeMessage([[5, [[1, c], ...(i === chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], metadata])),
-  ];
+  return exchangeMessages({ identity, requestHeaders: reqHeaders, requestBody: 'unsent', responseHeaders: resHeaders, chunks });
 }
 
 // a 2 KiB chat completion: the recorded one with a longer answer
@@ -73,8 +64,8 @@ async function once(msgs: Buffer[]): Promise<number> {
   const s = new MeterSession({ ...DEFAULT_METER_OPTIONS, newRequestId: () => `m:${++n}` });
   let bytes = 0;
   for (const m of msgs) {
-    const step = s.handleBytes(m);
-    bytes += step.reply?.length ?? 0;
+    const step = s.handle(decodeProcessingRequest(m, { metadata: s.wantsMetadata }));
+    bytes += step.reply === null ? 0 : encodeAnswer(step.reply).length;
   }
   const o = await s.end();
   if (o.kind !== 'booking' || o.booking.estimated) throw new Error('benchmark response not metered exactly');

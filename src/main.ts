@@ -13,16 +13,10 @@ import { parseCredentialKeyring } from './keys/credential-crypto.ts';
 import { parseCredentialHeaders } from './core/upstream-credential.ts';
 import { EndpointCatalog } from './core/endpoints/catalog.ts';
 import { schema } from './schema/redis-schema.ts';
-import { createKeyStore, type CachedRecordSource } from './store/index.ts';
+import { createSidecarStore, type CachedRecordSource } from './store/index.ts';
 import { rateKeys } from './schema/rates.ts';
-import { RateLimiter } from './store/rate-limiter.ts';
-import { connectRedis, type RedisClient } from './store/redis.ts';
-import { TokenRateViews } from './store/token-rate-views.ts';
-import { RedisOutageReporter } from './store/redis-outage.ts';
-import { redisUsageWrite, UsageCounter } from './store/usage-counter.ts';
-import { redisRefusalWrite } from './store/refusal-count.ts';
+import type { UsageCounter } from './store/usage-counter.ts';
 import { endpointRefusalObserver } from './telemetry/endpoint-metrics.ts';
-import { SidecarSettings } from './store/sidecar-settings.ts';
 import { createMeter } from './metering/wiring.ts';
 import type { Meter } from './metering/meter.ts';
 import { DecisionLog } from './telemetry/decision-log.ts';
@@ -36,17 +30,17 @@ import { H2GrpcTransport } from './transport/h2/server.ts';
 import { HttpTransport } from './transport/http/server.ts';
 import { responseOptions } from './transport/response-options.ts';
 import type { Transport } from './transport/transport.ts';
-import type { ServiceMethod } from './transport/service.ts';
-import { ExtProcMethod } from './transport/envoy/services/ext-proc.ts';
+import type { ServiceSet } from './transport/service.ts';
+import { envoyServices } from './transport/envoy/services/registry.ts';
 import type { Clock } from './core/clock.ts';
 
 /**
- * The ext_authz gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback,
- * loaded only when chosen); both serve the same services with the same wire behaviour.
+ * The gRPC server by `KEYGATE_GRPC_TRANSPORT`: h2 (production) or grpc-js (the fallback, loaded
+ * only when chosen); both serve the same service set with the same wire behaviour.
  */
-const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (a: Authorizer, o: GrpcServerOptions, l: Logger, m: readonly ServiceMethod[]) => Promise<Transport>> = {
-  h2: async (a, o, l, m) => new H2GrpcTransport(a, o, l, m),
-  'grpc-js': async (a, o, l, m) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(a, o, l, m),
+const GRPC_TRANSPORTS: Record<Config['grpcTransport'], (s: ServiceSet, o: GrpcServerOptions, l: Logger) => Promise<Transport>> = {
+  h2: async (s, o, l) => new H2GrpcTransport(s, o, l),
+  'grpc-js': async (s, o) => new (await import('./transport/grpc-js/server.ts')).GrpcTransport(s, o),
 };
 
 export interface Sidecar {
@@ -91,27 +85,9 @@ export interface SidecarDeps {
 export async function startSidecar(config: Config, log: Logger, deps: SidecarDeps = {}): Promise<Sidecar> {
   const metrics = new Metrics({ version });
   const s = schema(config.redisNamespace);
-  const outage = new RedisOutageReporter(config.redisUrl, log);
-  let storeRedis: RedisClient | null = null;
-  const store = createKeyStore(config, s, log, (client, connection) => {
-    metrics.watchRedis(client, connection);
-    if (connection === 'commands') {
-      outage.attach(client);
-      storeRedis = client;
-    }
-  }, {
-    // The limiter shares the commands connection: it pauses with the store during a Sentinel failover.
-    started: (reason) => limiter.pause(reason),
-    switched: () => limiter.resume(),
-  });
-  // Rate limits on the store's connection (docs/rate-limits.md); a key and an account without rates
-  // never reach them.
-  const limiter = new RateLimiter(storeRedis!, { clock: deps.clock });
-  const tokenViews = new TokenRateViews(storeRedis!, { clock: deps.clock });
-  // What this sidecar enforces and how it reads a bare model name, for the console's wallet.enforced and
-  // bare_models (on a timer: never per request).
-  const settings = new SidecarSettings(storeRedis!, s.sidecars(), { requireWallet: config.requireWallet, bareModelProviders: config.bareModelProviders, log });
-  settings.start();
+  // records, Redis links, rate limiter, token views, settings, usage counters: one value
+  const sidecarStore = createSidecarStore(config, s, log, { watch: (client, connection) => metrics.watchRedis(client, connection), clock: deps.clock });
+  const { records: store, limiter, tokenViews, outage, usage, refusals } = sidecarStore;
   metrics.addStoreStats(() => {
     const st = store.stats();
     return { cacheHits: st.hits, cacheMisses: st.misses, cacheInvalidations: st.invalidations, cacheSize: st.size };
@@ -143,22 +119,14 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   const problems = new GatewayProblemLog(log);
   authorizer.onGatewayProblem((problem, where) => problems.note(problem, where));
   const decisions = new DecisionLog(log);
-  // Its own connection: a flush's pipeline never queues in front of a cold key's lookup.
-  const usageRedis = config.countUsage
-    ? connectRedis(config.redisUrl, { commandTimeoutMs: Math.max(1000, config.redisTimeoutMs), connectionName: 'keygate-usage' })
-    : null;
-  usageRedis?.on('error', (err: Error) => log.debug({ err: { message: err.message } }, 'usage counter connection error'));
-  const usage = usageRedis ? new UsageCounter(redisUsageWrite(usageRedis, s), log) : null;
   if (usage) {
-    metrics.watchRedis(usageRedis!, 'usage');
     metrics.addStoreStats(() => ({ usageDropped: usage.dropped, usageFlushFailures: usage.failedFlushes, usagePendingKeys: usage.pendingKeys }));
     authorizer.observe((outcome) => {
       const d = outcome.decision;
       if (d.allow) usage.count(d.keyId, d.accountId);
     });
   }
-  // The endpoint rule's refusals per key (the page's "refused: endpoint"), on the same connection and bounds.
-  const refusals = usageRedis ? new UsageCounter(redisRefusalWrite(usageRedis, s), log) : null;
+  // The endpoint rule's refusals per key (the page's "refused: endpoint"), on the usage counts' connection and bounds.
   if (refusals) {
     authorizer.observe((outcome) => {
       const d = outcome.decision;
@@ -171,14 +139,7 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
     // Open streams are booked from what they saw, then the booker drains (bounded).
     if (meter) await meter.close(Date.now() + Math.min(5000, config.shutdownTimeoutMs));
     decisions.close();
-    if (usage) {
-      await Promise.all([usage.close(), refusals?.close()]);
-      usageRedis!.disconnect();
-    }
-    outage.close();
-    await limiter.close();
-    await settings.close();
-    await store.close();
+    await sidecarStore.close();
     await otel?.shutdown();
   };
   authorizer.observe(decisions.observer);
@@ -207,15 +168,14 @@ export async function startSidecar(config: Config, log: Logger, deps: SidecarDep
   try {
     const grpcPort = await start(
       await GRPC_TRANSPORTS[config.grpcTransport](
-        authorizer,
+        // Check, health, and ext_proc Process when metering is on
+        envoyServices({ authorizer, meter }, respond, log),
         { ...respond, host: config.listenHost, port: config.grpcPort, maxReceiveBytes: config.grpcMaxReceiveBytes,
           receiveTimeoutMs: config.grpcReceiveTimeoutMs,
           maxBufferedBytes: config.grpcMaxBufferedBytes,
           maxConnectionBufferedBytes: config.grpcMaxConnectionBufferedBytes,
         },
         log,
-        // ext_proc Process beside Check when metering is on
-        meter ? [new ExtProcMethod(meter)] : [],
       ),
     );
     const httpPort = await start(

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeProcessingRequest } from '../src/metering/ext-proc-codec.ts';
+import { decodeProcessingRequest } from '../src/transport/envoy/ext-proc.ts';
 import { grpcUnframe } from '../bench/lib/bodies.ts';
 import { exchangeBody, exchangeMessages, json2k, processStream, PROCESS_PATH, sse300 } from '../bench/lib/ext-proc.ts';
 import { runH2load } from '../bench/lib/h2load.ts';

@@ -9,13 +9,12 @@
 import * as http2 from 'node:http2';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Authorizer } from '../src/authorizer.ts';
 import { loadConfig } from '../src/config.ts';
 import type { GrpcServerOptions } from '../src/transport/envoy/grpc.ts';
 import { GrpcTransport } from '../src/transport/grpc-js/server.ts';
 import { H2GrpcTransport } from '../src/transport/h2/server.ts';
 import { responseOptions } from '../src/transport/response-options.ts';
-import type { Call, ServiceMethod } from '../src/transport/service.ts';
+import type { Call, ServiceMethod, ServiceSet } from '../src/transport/service.ts';
 import type { Transport } from '../src/transport/transport.ts';
 import { connect, frame, readFrames } from './helpers/h2-raw.ts';
 
@@ -86,9 +85,12 @@ const size: ServiceMethod = {
   }),
 };
 
+/** A service set of the test's own methods only: the transports know no service. */
+const only = (methods: ServiceMethod[]): ServiceSet => ({ methods, inFlight: 0, setServing: () => {}, shutdown: () => {} });
+
 const TRANSPORTS = {
-  h2: (o: GrpcServerOptions, extra: ServiceMethod[]) => new H2GrpcTransport({} as Authorizer, o, pino({ level: 'silent' }), extra),
-  'grpc-js': (o: GrpcServerOptions, extra: ServiceMethod[]) => new GrpcTransport({} as Authorizer, o, pino({ level: 'silent' }), extra),
+  h2: (o: GrpcServerOptions, methods: ServiceMethod[]) => new H2GrpcTransport(only(methods), o, pino({ level: 'silent' })),
+  'grpc-js': (o: GrpcServerOptions, methods: ServiceMethod[]) => new GrpcTransport(only(methods), o),
 };
 
 for (const [name, make] of Object.entries(TRANSPORTS)) {

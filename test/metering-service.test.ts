@@ -11,6 +11,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Booker } from '../src/metering/booker.ts';
 import { MeterSession } from '../src/metering/session.ts';
+import type { ProcessingRequest } from '../src/metering/messages.ts';
 import { encodePrice } from '../src/schema/prices.ts';
 import { parseTokenCounters, parseUsageEntry } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
@@ -221,12 +222,12 @@ describe('a failure inside metering never fails a request', () => {
     const id = { keyId: a.keyId, accountId: a.account };
     const MARK = 'boom-internal'; // in a message: the reader throws
     const BOOK_MARK = 'bookfail-'; // a booking's request id: the booker throws
-    const handle = MeterSession.prototype.handleBytes;
+    const handle = MeterSession.prototype.handle;
     const add = Booker.prototype.add;
     const spies = [
-      vi.spyOn(MeterSession.prototype, 'handleBytes').mockImplementation(function (this: MeterSession, bytes: Buffer) {
-        if (bytes.includes(MARK)) throw new Error('injected reader failure');
-        return handle.call(this, bytes);
+      vi.spyOn(MeterSession.prototype, 'handle').mockImplementation(function (this: MeterSession, req: ProcessingRequest) {
+        if (req.body?.includes(MARK) || req.headers?.some((h) => h.includes(MARK))) throw new Error('injected reader failure');
+        return handle.call(this, req);
       }),
       vi.spyOn(Booker.prototype, 'add').mockImplementation(function (this: Booker, p: Parameters<Booker['add']>[0]) {
         if (p.booking.request_id.startsWith(BOOK_MARK)) throw new Error('injected booker failure');

@@ -9,27 +9,11 @@
 import * as http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { encodeMessage, frameBytes, type Field } from '../../src/transport/grpc/codec.ts';
-import { EXT_AUTHZ_NAMESPACE } from '../../src/metering/ext-proc-codec.ts';
-import { PROCESS_PATH } from '../../src/transport/envoy/services/ext-proc.ts';
+import { frameBytes } from '../../src/transport/grpc/codec.ts';
+import { exchangeMessages as envoyMessages, PROCESS_PATH, type Identity } from '../../src/transport/envoy/ext-proc-envoy.ts';
 
 export { PROCESS_PATH };
 const FIX = join(import.meta.dirname, '..', '..', 'test', 'fixtures', 'metering');
-
-export interface Identity {
-  keyId: string;
-  accountId: string;
-  model?: string;
-}
-
-const headerMap = (h: Record<string, string>): Field[] => Object.entries(h).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]] as Field);
-const str = (name: string, v: string): Field => [1, [[1, name], [2, [[3, v]]]]];
-
-function metadataField(id: Identity): Field {
-  const fields: Field[] = [str('key_id', id.keyId), str('account_id', id.accountId)];
-  if (id.model) fields.push(str('model', id.model));
-  return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
-}
 
 export interface ExchangeSpec {
   identity: Identity;
@@ -44,21 +28,14 @@ export interface ExchangeSpec {
   complete?: boolean;
 }
 
-/** The unframed ProcessingRequest messages of one exchange, in order. */
+/** The unframed ProcessingRequest messages of one exchange (a chat completion; its request body not sent), in order. */
 export function exchangeMessages(x: ExchangeSpec): Buffer[] {
-  const md = metadataField(x.identity);
-  const obs: Field[] = x.observability ? [[10, 1]] : [];
   // without x-request-id the sidecar makes an id per response, so every h2load stream books anew
-  const reqHeaders: Record<string, string> = { ':method': 'POST', ':path': '/v1/chat/completions', ':scheme': 'http', ':authority': 'gateway', 'content-type': 'application/json' };
-  if (x.requestId) reqHeaders['x-request-id'] = x.requestId;
-  const resHeaders: Record<string, string> = { ':status': '200', 'content-type': x.contentType, date: 'Tue, 24 Nov 2026 23:00:00 GMT' };
-  if (x.encoding) resHeaders['content-encoding'] = x.encoding;
-  const complete = x.complete !== false;
-  return [
-    encodeMessage([[2, [[1, headerMap(reqHeaders)]]], md, ...obs]),
-    encodeMessage([[3, [[1, headerMap(resHeaders)]]], md, ...obs]),
-    ...x.chunks.map((c, i) => encodeMessage([[5, [[1, c], ...(complete && i === x.chunks.length - 1 ? ([[2, 1]] as Field[]) : [])]], md, ...obs])),
-  ];
+  const requestHeaders: Record<string, string> = { ':method': 'POST', ':path': '/v1/chat/completions', ':scheme': 'http', ':authority': 'gateway', 'content-type': 'application/json' };
+  if (x.requestId) requestHeaders['x-request-id'] = x.requestId;
+  const responseHeaders: Record<string, string> = { ':status': '200', 'content-type': x.contentType, date: 'Tue, 24 Nov 2026 23:00:00 GMT' };
+  if (x.encoding) responseHeaders['content-encoding'] = x.encoding;
+  return envoyMessages({ identity: x.identity, requestHeaders, requestBody: 'unsent', responseHeaders, chunks: x.chunks, complete: x.complete, observability: x.observability });
 }
 
 /** The messages gRPC-framed and concatenated: one request body for h2load. */

@@ -7,7 +7,7 @@
  * the key headers, adds the identity headers and forwards to the upstream with the entry prefix
  * stripped (the allow's booking id, `x-keygate-booking-id`, goes to metering as the ext_authz
  * metadata `booking_id`, as Envoy's `dynamic_metadata_from_headers` would, never upstream); the allow's `x-ratelimit-*` headers go on the client's response instead (as Envoy does
- * with ext_authz's `response_headers_to_add`), replacing the upstream's. Each allowed request is metered as Envoy's ext_proc filter would (`ext-proc-envoy.ts`)
+ * with ext_authz's `response_headers_to_add`), replacing the upstream's. Each allowed request is metered as Envoy's ext_proc filter would (`src/transport/envoy/ext-proc-envoy.ts`)
  * when the sidecar's gRPC port is given. For trying keygate on one machine only: no TLS, no limits
  * tuning, loopback.
  */
@@ -16,7 +16,7 @@ import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import type { Family } from '../core/family.ts';
-import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
+import { EnvoyExtProc, extProcSessions } from '../transport/envoy/ext-proc-envoy.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
 import { BOOKING_ID_HEADER } from '../core/booking-id.ts';
 

@@ -2,7 +2,8 @@
  * The metering runtime of a sidecar: opens one `MeterSession` per ext_proc stream (within the
  * stream bound), ends it (client half-close, the session's `close`, cancel, the lifetime bound,
  * shutdown), prices its booking with the price table of that moment and hands it to the booker.
- * Transport-free: the gRPC method (`src/transport/envoy/services/ext-proc.ts`) feeds it bytes.
+ * Transport-free: the gRPC method (`src/transport/envoy/services/ext-proc.ts`) decodes each message and
+ * feeds it typed (`./messages.ts`).
  *
  * A failure here never fails a request: an exception while metering ends that stream's metering
  * (counted as `internal`, logged without key material) and the stream is closed with OK, which
@@ -19,6 +20,7 @@ import type { PriceTable } from '../schema/prices.ts';
 import type { PriceCatalog } from '../prices/catalog.ts';
 import { priceBooking, type Booker } from './booker.ts';
 import { MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from './session.ts';
+import type { ProcessingRequest } from './messages.ts';
 import type { MeteringMetrics } from './metrics.ts';
 import { sleep, systemClock, type Clock, type TimerHandle } from '../core/clock.ts';
 
@@ -56,8 +58,12 @@ const CLOSED: MeterStep = Object.freeze({ reply: null, close: true });
 
 /** One metered stream, as the gRPC method drives it. */
 export interface MeterStream {
-  /** One ProcessingRequest's bytes → the answer to send (or none) and whether to end with OK. */
-  message(bytes: Buffer): MeterStep;
+  /** One decoded ProcessingRequest → the answer to send (or none) and whether to end with OK. */
+  message(req: ProcessingRequest): MeterStep;
+  /** A message that could not be decoded: ends the metering of the stream (end with OK). */
+  undecodable(): MeterStep;
+  /** Whether the next message's ext_authz metadata is read (false: the decoder may skip it). */
+  readonly wantsMetadata: boolean;
   /** The stream is over (half-close, cancel, close): book what was seen. Idempotent. */
   end(): void;
   /** Called once when the lifetime bound passes (the method then ends the call with OK). */
@@ -252,10 +258,19 @@ class Stream implements MeterStream {
     this.openedAt = openedAt;
   }
 
-  message(bytes: Buffer): MeterStep {
+  get wantsMetadata(): boolean {
+    return this.#session.wantsMetadata;
+  }
+
+  undecodable(): MeterStep {
+    if (this.#ended) return CLOSED;
+    return this.#session.undecodable();
+  }
+
+  message(req: ProcessingRequest): MeterStep {
     if (this.#ended) return CLOSED;
     try {
-      return this.#session.handleBytes(bytes);
+      return this.#session.handle(req);
     } catch (err) {
       this.#meter.internal(err);
       this.#ended = true;

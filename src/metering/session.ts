@@ -29,7 +29,7 @@ import type { Family } from '../core/family.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../core/booking-id.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
-import { continueResponse, decodeProcessingRequest, headerOf, immediateResponse, replaceRequestBodyResponse, WireError, type AuthzMetadata, type ProcessingRequest } from './ext-proc-codec.ts';
+import { continueAnswer, headerOf, type AuthzMetadata, type MeterAnswer, type ProcessingRequest } from './messages.ts';
 import { forceIncludeUsage, refusedMessage, type RefusedReason } from '../core/include-usage.ts';
 import { denyResponse } from '../core/deny-response.ts';
 import { readModel } from '../core/model/index.ts';
@@ -121,9 +121,9 @@ export type MeterOutcome =
   | { readonly kind: 'booking'; readonly booking: Booking; readonly notes: MeterNotes }
   | { readonly kind: 'none'; readonly reason: NoBooking; readonly notes: MeterNotes };
 
-/** The answer to one message: bytes to send (null: none) and whether the stream can be ended. */
+/** The answer to one message: what to send (null: none) and whether the stream can be ended. */
 export interface MeterStep {
-  readonly reply: Buffer | null;
+  readonly reply: MeterAnswer | null;
   readonly close: boolean;
 }
 
@@ -194,18 +194,19 @@ export class MeterSession {
     this.opts = opts;
   }
 
-  /** One encoded ProcessingRequest (unframed). An undecodable message ends the stream (nothing can answer it). */
-  handleBytes(message: Buffer): MeterStep {
-    let req: ProcessingRequest;
-    try {
-      req = decodeProcessingRequest(message, { metadata: this.metadata === null });
-    } catch (e) {
-      if (!(e instanceof WireError)) throw e;
-      this.notes.failure ??= 'undecodable-message';
-      this.stopReading();
-      return NO_REPLY_CLOSE;
-    }
-    return this.handle(req);
+  /**
+   * Whether the next message's ext_authz metadata is wanted: Envoy forwards the same metadata with
+   * every message, so once the session has it the transport may skip decoding it.
+   */
+  get wantsMetadata(): boolean {
+    return this.metadata === null;
+  }
+
+  /** A message the transport could not decode ends the stream (nothing can answer it). */
+  undecodable(): MeterStep {
+    this.notes.failure ??= 'undecodable-message';
+    this.stopReading();
+    return NO_REPLY_CLOSE;
   }
 
   /** One decoded ProcessingRequest. */
@@ -213,7 +214,7 @@ export class MeterSession {
     if (req.metadata !== null) this.metadata = req.metadata;
     const phase = req.phase;
     if (phase === null) return NO_REPLY_OPEN;
-    let reply: Buffer = continueResponse(phase);
+    let reply: MeterAnswer = continueAnswer(phase);
     switch (phase) {
       case 'request_headers':
         this.requestHeaders(req.headers!);
@@ -290,7 +291,7 @@ export class MeterSession {
     if (r.kind === 'model' && isPlainModel(r.model)) this.requestModel = r.model;
   }
 
-  private requestBody(body: Buffer, eos: boolean, observability: boolean): Buffer | null {
+  private requestBody(body: Buffer, eos: boolean, observability: boolean): MeterAnswer | null {
     if (this.noBooking !== null || !this.readRequest) return null;
     const ep = this.endpoint!;
     const first = this.requestBodyChunks++ === 0;
@@ -305,14 +306,14 @@ export class MeterSession {
     // usage cannot be switched off: the body is rewritten to ask for it, or the request refused
     const f = first && eos ? forceIncludeUsage(body) : ({ kind: 'refused', reason: 'in-parts' } as const);
     this.notes.forcedUsage = f.kind;
-    if (f.kind === 'changed') return replaceRequestBodyResponse(f.body);
+    if (f.kind === 'changed') return { kind: 'replace-request-body', body: f.body, removeContentLength: false };
     if (f.kind === 'unchanged') return null;
     this.notes.refusedBecause = f.reason;
     this.noBooking = 'usage-not-guaranteed';
     this.stopReading();
     const d = { allow: false as const, code: 'USAGE_NOT_GUARANTEED' as const, status: DENY_STATUS.USAGE_NOT_GUARANTEED, detail: refusedMessage(f) };
     const r = denyResponse(ep.family, d, this.requestIdSent ?? '', { errorDomain: this.opts.errorDomain });
-    return immediateResponse(r.status, r.headers, r.body, `keygate: usage not guaranteed (${f.reason})`);
+    return { kind: 'immediate', status: r.status, headers: r.headers, body: r.body, details: `keygate: usage not guaranteed (${f.reason})` };
   }
 
   private responseHeaders(headers: string[], eos: boolean): void {

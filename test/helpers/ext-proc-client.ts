@@ -1,17 +1,23 @@
 /**
  * An Envoy-faithful ext_proc client for tests (like `envoy-client.ts` for Check): opens
- * `envoy.service.ext_proc.v3.ExternalProcessor/Process` with @grpc/grpc-js over Envoy's own protos
- * and sends one HTTP exchange the way the ext_proc filter does — request headers (with the
- * ext_authz metadata forwarded), the request body when the route sends it, response headers, the
- * response body in chunks (STREAMED), trailers skipped. Without `observability`, every message
- * waits for its answer (as Envoy does); in observability mode nothing is awaited. A stream the
- * server ends early (OK) stops the exchange there, as Envoy stops sending.
+ * `envoy.service.ext_proc.v3.ExternalProcessor/Process` with @grpc/grpc-js and sends one HTTP
+ * exchange the way the ext_proc filter does — request headers (with the ext_authz metadata
+ * forwarded), the request body when the route sends it, response headers, the response body in
+ * chunks (STREAMED), trailers skipped — encoded by the one Envoy-side encoder
+ * (`src/transport/envoy/ext-proc-envoy.ts`, checked against Envoy's protos in
+ * test/unit/ext-proc-envoy.test.ts); the answers are decoded with Envoy's own protos. Without
+ * `observability`, every message waits for its answer (as Envoy does); in observability mode
+ * nothing is awaited. A stream the server ends early (OK) stops the exchange there, as Envoy stops
+ * sending.
  */
 import * as grpc from '@grpc/grpc-js';
 import { loadEnvoyProtos } from '../../proto/envoy-protos.ts';
+import { exchangeParts, forwardedFields, processingRequest } from '../../src/transport/envoy/ext-proc-envoy.ts';
 
 const def = loadEnvoyProtos(['envoy/service/ext_proc/v3/external_processor.proto']);
-const Processor = grpc.makeGenericClientConstructor(def['envoy.service.ext_proc.v3.ExternalProcessor'] as grpc.ServiceDefinition, 'ExternalProcessor');
+const service = def['envoy.service.ext_proc.v3.ExternalProcessor'] as grpc.ServiceDefinition;
+// requests go out as the encoder's bytes; answers are decoded by proto-loader
+const Processor = grpc.makeGenericClientConstructor({ Process: { ...service.Process!, requestSerialize: (b: Buffer) => b } }, 'ExternalProcessor');
 
 export interface MeteredExchange {
   readonly path: string;
@@ -38,12 +44,8 @@ export interface ExchangeResult {
   readonly sent: number;
 }
 
-const headerMap = (h: Record<string, string>) => ({ headers: Object.entries(h).map(([key, v]) => ({ key, raw_value: Buffer.from(v) })) });
-// google.protobuf.Value comes from protobufjs's bundled well-known types: camelCase field names
-const str = (v: string) => ({ stringValue: v });
-
 export class ExtProcClient {
-  readonly #client: grpc.Client & { Process(): grpc.ClientDuplexStream<unknown, Record<string, unknown>> };
+  readonly #client: grpc.Client & { Process(): grpc.ClientDuplexStream<Buffer, Record<string, unknown>> };
 
   constructor(address: string) {
     // Envoy takes an answer of any size (a rewritten request body may pass grpc-js's 4 MiB default)
@@ -77,38 +79,26 @@ export class ExtProcClient {
       });
       call.on('error', () => {});
     });
-    const metadata = x.identity
-      ? {
-          metadata_context: {
-            filter_metadata: {
-              'envoy.filters.http.ext_authz': {
-                fields: { key_id: str(x.identity.keyId), account_id: str(x.identity.accountId), ...(x.identity.model ? { model: str(x.identity.model) } : {}), ...(x.identity.bookingId ? { booking_id: str(x.identity.bookingId) } : {}) },
-              },
-            },
-          },
-        }
-      : {};
     const obs = x.observability === true;
-    const send = async (m: Record<string, unknown>): Promise<boolean> => {
+    const forwarded = forwardedFields(x.identity, obs);
+    const send = async (m: Buffer): Promise<boolean> => {
       if (ended) return false;
       const answered = obs ? null : new Promise<void>((r) => (waiting = r));
-      call.write({ ...m, ...metadata, ...(obs ? { observability_mode: true } : {}) });
+      call.write(m);
       sent++;
       if (answered) await answered;
       return !ended;
     };
     const run = async () => {
-      const rq = { ':method': 'POST', ':path': x.path, ':scheme': 'http', ':authority': 'gateway', 'x-request-id': x.requestId ?? `req-${Math.random().toString(36).slice(2)}`, ...x.requestHeaders };
-      if (!(await send({ request_headers: { headers: headerMap(rq), end_of_stream: x.requestBody === undefined } }))) return;
-      if (x.requestBody !== undefined && !(await send({ request_body: { body: Buffer.from(x.requestBody), end_of_stream: true } }))) return;
-      const rs = { ':status': String(x.status ?? 200), ...x.responseHeaders };
-      if (!(await send({ response_headers: { headers: headerMap(rs), end_of_stream: x.chunks.length === 0 } }))) return;
-      const complete = x.complete !== false;
-      for (let i = 0; i < x.chunks.length; i++) {
-        const last = complete && i === x.chunks.length - 1;
-        if (!(await send({ response_body: { body: Buffer.from(x.chunks[i]!), end_of_stream: last } }))) return;
-      }
-      if (!complete) {
+      const parts = exchangeParts({
+        requestHeaders: { ':method': 'POST', ':path': x.path, ':scheme': 'http', ':authority': 'gateway', 'x-request-id': x.requestId ?? `req-${Math.random().toString(36).slice(2)}`, ...x.requestHeaders },
+        requestBody: x.requestBody === undefined ? undefined : Buffer.from(x.requestBody),
+        responseHeaders: { ':status': String(x.status ?? 200), ...x.responseHeaders },
+        chunks: x.chunks.map((c) => Buffer.from(c)),
+        complete: x.complete,
+      });
+      for (const p of parts) if (!(await send(processingRequest(p, forwarded)))) return;
+      if (x.complete === false) {
         call.cancel();
         return;
       }

@@ -10,11 +10,11 @@ import {
   continueResponse,
   decodeProcessingRequest,
   EXT_AUTHZ_NAMESPACE,
-  headerOf,
   replaceRequestBodyResponse,
   WireError,
   type Phase,
-} from '../../src/metering/ext-proc-codec.ts';
+} from '../../src/transport/envoy/ext-proc.ts';
+import { headerOf } from '../../src/metering/messages.ts';
 
 const def = loadEnvoyProtos(['envoy/service/ext_proc/v3/external_processor.proto']);
 const svc = def['envoy.service.ext_proc.v3.ExternalProcessor'] as any;

@@ -1,7 +1,7 @@
 /** Shared by the metering unit tests: a session fed one fixture the way Envoy would, in given chunks. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ProcessingRequest } from '../../src/metering/ext-proc-codec.ts';
+import type { ProcessingRequest } from '../../src/transport/envoy/ext-proc.ts';
 import { DEFAULT_METER_OPTIONS, MeterSession, type MeterOptions, type MeterOutcome, type MeterStep } from '../../src/metering/session.ts';
 
 export const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'metering');

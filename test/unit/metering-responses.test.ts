@@ -5,7 +5,7 @@
  * and estimates nothing, and the response a `POST /responses` created is named for the owned record.
  */
 import { describe, expect, it } from 'vitest';
-import type { ProcessingRequest } from '../../src/metering/ext-proc-codec.ts';
+import type { ProcessingRequest } from '../../src/transport/envoy/ext-proc.ts';
 import { MeterSession, responseBookingId, type MeterOutcome } from '../../src/metering/session.ts';
 import { meteredEndpoint } from '../../src/metering/usage.ts';
 import { ACCOUNT, KEY_ID, meterOptions } from './metering-helpers.ts';

@@ -7,7 +7,8 @@
 import { createHash } from 'node:crypto';
 import * as zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { continueResponse, decodeProcessingRequest } from '../../src/metering/ext-proc-codec.ts';
+import { decodeProcessingRequest, encodeAnswer } from '../../src/transport/envoy/ext-proc.ts';
+import { continueAnswer } from '../../src/metering/messages.ts';
 import { bookingRequestId, MeterSession } from '../../src/metering/session.ts';
 import { loadEnvoyProtos } from '../../proto/envoy-protos.ts';
 import { MAX_TOKEN_COUNT } from '../../src/schema/money.ts';
@@ -37,7 +38,7 @@ describe('identity and request ids', () => {
 
   it('no identity: nothing booked, the stream may end at the request headers', async () => {
     const { steps, outcome } = await run({ path: '/v1/chat/completions', contentType: 'application/json', chunks: [fixture('openai-chat.json')], identity: 'none' });
-    expect(steps[0]).toEqual({ reply: continueResponse('request_headers'), close: true });
+    expect(steps[0]).toEqual({ reply: continueAnswer('request_headers'), close: true });
     expect(outcome).toMatchObject({ kind: 'none', reason: 'no-identity' });
   });
 
@@ -83,18 +84,18 @@ describe('asking for usage', () => {
     const { steps } = await run({ path: '/v1/chat/completions', requestBody: '{"model":"gpt-4o-mini","stream":true,"messages":[]}', contentType: 'text/event-stream', chunks: [fixture('openai-chat-stream.sse')] });
     const def = loadEnvoyProtos(['envoy/service/ext_proc/v3/external_processor.proto']);
     const p = (def['envoy.service.ext_proc.v3.ExternalProcessor'] as any).Process;
-    const answer = p.responseDeserialize(steps[1]!.reply);
+    const answer = p.responseDeserialize(encodeAnswer(steps[1]!.reply!));
     expect(JSON.parse(Buffer.from(answer.request_body.response.body_mutation.body).toString())).toEqual({ stream_options: { include_usage: true }, model: 'gpt-4o-mini', stream: true, messages: [] });
-    expect(steps[0]!.reply).toBe(continueResponse('request_headers'));
-    expect(steps.slice(2).every((s) => s.reply === continueResponse(s === steps[2] ? 'response_headers' : 'response_body'))).toBe(true);
+    expect(steps[0]!.reply).toBe(continueAnswer('request_headers'));
+    expect(steps.slice(2).every((s) => s.reply === continueAnswer(s === steps[2] ? 'response_headers' : 'response_body'))).toBe(true);
   });
 
   it('off by option, not on Anthropic, not in observability mode (nothing is answered there)', async () => {
     const body = '{"model":"gpt-4o-mini","stream":true,"messages":[]}';
     const off = await run({ path: '/v1/chat/completions', requestBody: body, contentType: 'text/event-stream', chunks: [fixture('openai-chat-stream.sse')] }, meterOptions({ forceUsage: false }));
-    expect(off.steps[1]!.reply).toBe(continueResponse('request_body'));
+    expect(off.steps[1]!.reply).toBe(continueAnswer('request_body'));
     const anth = await run({ path: '/v1/messages', requestBody: body, contentType: 'text/event-stream', chunks: [fixture('anthropic-messages-stream.sse')] });
-    expect(anth.steps[1]!.reply).toBe(continueResponse('request_body'));
+    expect(anth.steps[1]!.reply).toBe(continueAnswer('request_body'));
     const obs = await run({ path: '/v1/chat/completions', requestBody: body, contentType: 'text/event-stream', chunks: [fixture('openai-chat-stream.sse')], observability: true });
     expect(obs.steps.every((s) => s.reply === null)).toBe(true);
     expect(obs.outcome).toMatchObject({ kind: 'booking', booking: { input_tokens: 19, output_tokens: 10 } });
@@ -236,8 +237,10 @@ describe('hostile responses', () => {
       }
     }
     const s = new MeterSession(meterOptions());
-    expect(s.handleBytes(Buffer.from([0x2a, 0xff, 0xff, 0xff, 0xff, 0x0f]))).toEqual({ reply: null, close: true });
+    expect(() => decodeProcessingRequest(Buffer.from([0x2a, 0xff, 0xff, 0xff, 0xff, 0x0f]))).toThrow();
+    expect(s.undecodable()).toEqual({ reply: null, close: true });
     expect(() => decodeProcessingRequest(Buffer.from([0x13]))).toThrow();
+    expect(await s.end()).toMatchObject({ kind: 'none', notes: { failure: 'undecodable-message' } });
   });
 });
 
@@ -256,7 +259,7 @@ describe('from the wire', () => {
       { response_trailers: { trailers: hm({ 'x-trailer': '1' }) }, metadata_context },
     ];
     const s = new MeterSession(meterOptions());
-    const answers = msgs.map((m) => p.responseDeserialize(s.handleBytes(p.requestSerialize(m)).reply!));
+    const answers = msgs.map((m) => p.responseDeserialize(encodeAnswer(s.handle(decodeProcessingRequest(p.requestSerialize(m), { metadata: s.wantsMetadata })).reply!)));
     expect(answers.map((a: object) => Object.keys(a)[0])).toEqual(['request_headers', 'response_headers', 'response_body', 'response_body', 'response_trailers']);
     const o = await s.end();
     expect(o).toMatchObject({ kind: 'booking', booking: { request_id: 'r-wire', key_id: KEY_ID, account: ACCOUNT, model: 'claude-sonnet-4-5-20250929', input_tokens: 2520, output_tokens: 15, estimated: false } });

@@ -8,14 +8,15 @@
  * whitespace, a body in parts, lax booleans, not JSON.
  */
 import { describe, expect, it } from 'vitest';
-import { continueResponse, type ProcessingRequest } from '../../src/metering/ext-proc-codec.ts';
+import { encodeAnswer } from '../../src/transport/envoy/ext-proc.ts';
+import { continueAnswer, type MeterAnswer, type ProcessingRequest } from '../../src/metering/messages.ts';
 import { MeterSession } from '../../src/metering/session.ts';
 import { loadEnvoyProtos } from '../../proto/envoy-protos.ts';
 import { ACCOUNT, KEY_ID, meterOptions } from './metering-helpers.ts';
 
 const def = loadEnvoyProtos(['envoy/service/ext_proc/v3/external_processor.proto']);
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const decode = (b: Buffer): any => (def['envoy.service.ext_proc.v3.ExternalProcessor'] as any).Process.responseDeserialize(b);
+const decode = (a: MeterAnswer): any => (def['envoy.service.ext_proc.v3.ExternalProcessor'] as any).Process.responseDeserialize(encodeAnswer(a));
 
 const msg = (m: Partial<ProcessingRequest>): ProcessingRequest => ({ phase: null, headers: null, body: null, endOfStream: false, metadata: null, observabilityMode: false, ...m });
 
@@ -24,7 +25,7 @@ function answerTo(parts: Buffer[], path = '/v1/chat/completions') {
   const s = new MeterSession(meterOptions());
   s.handle(msg({ phase: 'request_headers', headers: [':path', path, ':method', 'POST', 'x-request-id', 'rid-1', 'x-keygate-key-id', KEY_ID, 'x-keygate-account-id', ACCOUNT] }));
   const steps = parts.map((p, i) => s.handle(msg({ phase: 'request_body', body: p, endOfStream: i === parts.length - 1 })));
-  return { steps, last: steps.find((st) => st.reply !== continueResponse('request_body')) ?? steps[steps.length - 1]!, session: s };
+  return { steps, last: steps.find((st) => st.reply !== continueAnswer('request_body')) ?? steps[steps.length - 1]!, session: s };
 }
 
 /** A JSON reader where the first of a repeated key wins (as some upstreams parse). */
@@ -134,7 +135,7 @@ describe('whatever the body, the upstream is asked for usage or the request is r
 
   it('not streamed, in one piece: left alone (a non-streamed answer always carries its usage)', () => {
     for (const b of ['{"model":"m","messages":[]}', '{"model":"m","stream":false}', '{"model":"m","stream":null}']) {
-      expect(answerTo([Buffer.from(b)]).last.reply).toBe(continueResponse('request_body'));
+      expect(answerTo([Buffer.from(b)]).last.reply).toBe(continueAnswer('request_body'));
     }
   });
 });

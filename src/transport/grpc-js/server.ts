@@ -1,13 +1,10 @@
 /**
  * The fallback gRPC server (`grpc.transport: grpc-js`), on @grpc/grpc-js, serving the same
- * registered methods as the h2 server (`../envoy/services/registry.ts`) with raw message bytes:
+ * service set as the h2 server (the sidecar's: `../envoy/services/registry.ts`) with raw message bytes:
  * grpc-js does the HTTP/2, the de-framing, decompression, the receive limit and `grpc-timeout`;
  * `serveMethod` below gives each method the same `Call` the h2 server gives it.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from 'pino';
-import type { Authorizer } from '../../authorizer.ts';
-import { envoyServices } from '../envoy/services/registry.ts';
 import { GRPC_SERVER_LIMITS, GrpcStatus as Status, type GrpcServerOptions } from '../envoy/grpc.ts';
 import type { Call, CallListener, ServiceMethod, ServiceSet } from '../service.ts';
 import type { Transport } from '../transport.ts';
@@ -97,8 +94,8 @@ export class GrpcTransport implements Transport {
   readonly #opts: GrpcServerOptions;
   readonly #services: ServiceSet;
 
-  /** `extra`: methods served beside the Envoy services (tests register their own handlers here). */
-  constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger, extra: readonly ServiceMethod[] = []) {
+  /** `services`: the methods served (`envoyServices` in ../envoy/services/registry.ts; tests bring their own). */
+  constructor(services: ServiceSet, opts: GrpcServerOptions) {
     this.#opts = opts;
     this.server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxReceiveBytes,
@@ -109,7 +106,7 @@ export class GrpcTransport implements Transport {
       'grpc-node.max_session_memory': GRPC_SERVER_LIMITS.maxSessionMemoryMiB,
       'grpc.max_connection_idle_ms': GRPC_SERVER_LIMITS.idleConnectionTimeoutMs,
     });
-    this.#services = envoyServices(authorizer, opts, log, extra);
+    this.#services = services;
     for (const method of this.#services.methods) {
       const ok = this.server.register<Buffer, Buffer>(method.path, (duplex: grpc.ServerDuplexStream<Buffer, Buffer>) => serveMethod(method, duplex), identity, identity, 'bidi');
       if (!ok) throw new Error(`gRPC method registered twice: ${method.path}`);

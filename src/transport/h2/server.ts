@@ -1,6 +1,6 @@
 /**
  * The production gRPC server, on `node:http2`. It knows no service: it routes a call's `:path`
- * to a registered `ServiceMethod` (`../service.ts`; the list is `../envoy/services/registry.ts`)
+ * to a method of the service set it is given (`../service.ts`; the sidecar's is `../envoy/services/registry.ts`)
  * and runs the call (`./call.ts`): de-framing, decompression, bounds, deadlines, the answer's
  * framing and trailers. The wire codec of the services is `./codec.ts`: no per-call interceptor
  * chain, metadata object or full AttributeContext decode.
@@ -18,8 +18,6 @@
  */
 import * as http2 from 'node:http2';
 import type { Logger } from 'pino';
-import type { Authorizer } from '../../authorizer.ts';
-import { envoyServices } from '../envoy/services/registry.ts';
 import { GRPC_SERVER_LIMITS, GrpcStatus as Status, type GrpcServerOptions } from '../envoy/grpc.ts';
 import type { ServiceMethod, ServiceSet } from '../service.ts';
 import type { Transport } from '../transport.ts';
@@ -61,11 +59,11 @@ export class H2GrpcTransport implements Transport {
   readonly #sessions = new Map<http2.ServerHttp2Session, Budget>();
   readonly #wire: Wire;
 
-  /** `extra`: methods served beside the Envoy services (tests register their own handlers here). */
-  constructor(authorizer: Authorizer, opts: GrpcServerOptions, log: Logger, extra: readonly ServiceMethod[] = [], clock: Clock = systemClock) {
+  /** `services`: the methods served (`envoyServices` in ../envoy/services/registry.ts; tests bring their own). */
+  constructor(services: ServiceSet, opts: GrpcServerOptions, log: Logger, clock: Clock = systemClock) {
     this.#opts = opts;
     this.#log = log;
-    this.#services = envoyServices(authorizer, opts, log, extra, clock);
+    this.#services = services;
     for (const m of this.#services.methods) this.#methods.set(m.path, m);
     this.#wire = {
       maxReceiveBytes: opts.maxReceiveBytes,

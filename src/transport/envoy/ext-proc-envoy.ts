@@ -1,23 +1,31 @@
 /**
- * The Envoy side of ext_proc for `keygate dev`'s gateway: it plays Envoy's ext_proc filter (as
- * envoy.yaml configures it) against the sidecar's `ExternalProcessor/Process` over HTTP/2 —
- * request headers with the ext_authz identity and booking id forwarded as metadata, the request body of the
- * metered endpoints (whole; `sendsBodyToMetering` in gateway.ts), response headers, response body chunks; the request body's answer is
- * awaited and a body mutation applied, every other answer is read and dropped (metering never
- * changes a response). Any failure just stops metering that request (failure_mode_allow).
+ * The Envoy side of ext_proc: the one encoder of what Envoy's ext_proc filter sends (as envoy.yaml
+ * configures it) and the reader of what it takes back, shared by `keygate dev`'s gateway, the
+ * benches and the tests. Never loaded by the sidecar (its side is `./ext-proc.ts`).
+ *
+ * - `processingRequest`/`exchangeMessages`: the ProcessingRequest messages of an HTTP exchange —
+ *   request headers with the ext_authz identity and booking id forwarded as metadata, the request
+ *   body (whole), response headers, response body chunks, `observability_mode` when asked.
+ * - `immediateOf`/`requestBodyMutation`: what Envoy applies from a ProcessingResponse.
+ * - `EnvoyExtProc`: one request metered over HTTP/2 as the dev gateway does it: the request body's
+ *   answer is awaited and a body mutation applied, every other answer is read and dropped
+ *   (metering never changes a response). Any failure just stops metering that request
+ *   (failure_mode_allow).
  *
  * ProcessingRequest fields (envoy/service/ext_proc/v3/external_processor.proto): request_headers 2,
- * response_headers 3, request_body 4, response_body 5, metadata_context 8; HttpHeaders {headers 1
- * (HeaderMap {headers 1: HeaderValue {key 1, raw_value 3}}), end_of_stream 3}; HttpBody {body 1,
- * end_of_stream 2}; Metadata {filter_metadata 1: map<string, Struct>}.
+ * response_headers 3, request_body 4, response_body 5, metadata_context 8, observability_mode 10;
+ * HttpHeaders {headers 1 (HeaderMap {headers 1: HeaderValue {key 1, raw_value 3}}), end_of_stream 3};
+ * HttpBody {body 1, end_of_stream 2}; Metadata {filter_metadata 1: map<string, Struct>}.
  */
 import { connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
-import { frameMessage, Reader, type Field } from '../transport/grpc/codec.ts';
-import { PROCESS_PATH } from '../transport/envoy/services/ext-proc.ts';
-import { EXT_AUTHZ_NAMESPACE } from '../metering/ext-proc-codec.ts';
-import { BOOKING_ID_FIELD } from '../core/booking-id.ts';
+import { encodeMessage, frameBytes, Reader, type Field } from '../grpc/codec.ts';
+import { PROCESS_PATH } from './services/ext-proc.ts';
+import { EXT_AUTHZ_NAMESPACE } from './ext-proc.ts';
+import { BOOKING_ID_FIELD } from '../../core/booking-id.ts';
 
-/** What the dev gateway forwards as ext_authz metadata. */
+export { PROCESS_PATH };
+
+/** What Envoy forwards as ext_authz metadata (the allow's). */
 export interface Identity {
   readonly keyId: string;
   readonly accountId: string;
@@ -25,7 +33,14 @@ export interface Identity {
   readonly bookingId?: string;
 }
 
-function headerMapField(no: number, headers: Record<string, string>, eos: boolean): Field {
+/** One message's part of the exchange (ProcessingRequest oneof `request`). */
+export type EnvoyPart =
+  | { readonly phase: 'request_headers' | 'response_headers'; readonly headers: Readonly<Record<string, string>>; readonly endOfStream: boolean }
+  | { readonly phase: 'request_body' | 'response_body'; readonly body: Uint8Array; readonly endOfStream: boolean };
+
+const PART_FIELD = { request_headers: 2, response_headers: 3, request_body: 4, response_body: 5 } as const;
+
+function headerMapField(no: number, headers: Readonly<Record<string, string>>, eos: boolean): Field {
   const map: Field[] = Object.entries(headers).map(([k, v]) => [1, [[1, k], [3, Buffer.from(v)]]]);
   const http: Field[] = [[1, map]];
   if (eos) http.push([3, 1]);
@@ -49,6 +64,56 @@ function metadataField(identity: Identity): Field {
   if (identity.model !== undefined) fields.push([1, [[1, 'model'], [2, value(identity.model)]]]);
   if (identity.bookingId !== undefined) fields.push([1, [[1, BOOKING_ID_FIELD], [2, value(identity.bookingId)]]]);
   return [8, [[1, [[1, EXT_AUTHZ_NAMESPACE], [2, fields]]]]];
+}
+
+/**
+ * What Envoy adds to every message of a stream: the forwarded ext_authz metadata (none without an
+ * identity) and `observability_mode`. Made once per stream.
+ */
+export function forwardedFields(identity: Identity | undefined, observability = false): readonly Field[] {
+  const out: Field[] = [];
+  if (identity !== undefined) out.push(metadataField(identity));
+  if (observability) out.push([10, 1]);
+  return out;
+}
+
+/** One ProcessingRequest (unframed) with a stream's `forwardedFields`. */
+export function processingRequest(part: EnvoyPart, forwarded: readonly Field[]): Buffer {
+  const no = PART_FIELD[part.phase];
+  const f = 'headers' in part ? headerMapField(no, part.headers, part.endOfStream) : bodyField(no, part.body, part.endOfStream);
+  return encodeMessage([f, ...forwarded]);
+}
+
+/** One HTTP exchange as Envoy's ext_proc filter meters it. */
+export interface EnvoyExchange {
+  readonly identity?: Identity;
+  readonly requestHeaders: Readonly<Record<string, string>>;
+  /**
+   * Sent whole (BUFFERED) when given; `unsent`: the request has a body that the route does not
+   * send to the processor (its headers then carry no end_of_stream); absent: no request body.
+   */
+  readonly requestBody?: Uint8Array | 'unsent';
+  readonly responseHeaders: Readonly<Record<string, string>>;
+  readonly chunks: readonly Uint8Array[];
+  /** false: the last chunk carries no end_of_stream (a response cut or held open). */
+  readonly complete?: boolean;
+  readonly observability?: boolean;
+}
+
+/** The ProcessingRequest parts of an exchange, in the order Envoy sends them. */
+export function exchangeParts(x: EnvoyExchange): EnvoyPart[] {
+  const complete = x.complete !== false;
+  const parts: EnvoyPart[] = [{ phase: 'request_headers', headers: x.requestHeaders, endOfStream: x.requestBody === undefined }];
+  if (x.requestBody !== undefined && x.requestBody !== 'unsent') parts.push({ phase: 'request_body', body: x.requestBody, endOfStream: true });
+  parts.push({ phase: 'response_headers', headers: x.responseHeaders, endOfStream: x.chunks.length === 0 });
+  x.chunks.forEach((c, i) => parts.push({ phase: 'response_body', body: c, endOfStream: complete && i === x.chunks.length - 1 }));
+  return parts;
+}
+
+/** The unframed ProcessingRequest messages of an exchange, in order. */
+export function exchangeMessages(x: EnvoyExchange): Buffer[] {
+  const forwarded = forwardedFields(x.identity, x.observability);
+  return exchangeParts(x).map((p) => processingRequest(p, forwarded));
 }
 
 /** The length-delimited field `no` of a message (the last one), or null; malformed bytes throw `WireError`. */
@@ -128,11 +193,11 @@ export class EnvoyExtProc {
   #pending: Buffer = Buffer.alloc(0);
   #waiter: (() => void) | null = null;
   #failed = false;
-  readonly #metadata: Field;
+  readonly #forwarded: readonly Field[];
 
-  private constructor(stream: ClientHttp2Stream, metadata: Field) {
+  private constructor(stream: ClientHttp2Stream, forwarded: readonly Field[]) {
     this.#stream = stream;
-    this.#metadata = metadata;
+    this.#forwarded = forwarded;
     stream.on('data', (d: Buffer) => this.#data(d));
     const fail = () => {
       this.#failed = true;
@@ -145,7 +210,7 @@ export class EnvoyExtProc {
   /** Opens a Process stream on `session`. */
   static open(session: ClientHttp2Session, identity: Identity): EnvoyExtProc {
     const stream = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-    return new EnvoyExtProc(stream, metadataField(identity));
+    return new EnvoyExtProc(stream, forwardedFields(identity));
   }
 
   #data(d: Buffer): void {
@@ -159,19 +224,19 @@ export class EnvoyExtProc {
     this.#waiter?.();
   }
 
-  #send(f: Field): void {
+  #send(part: EnvoyPart): void {
     if (this.#failed || this.#stream.destroyed) return;
-    this.#stream.write(frameMessage([f, this.#metadata]));
+    this.#stream.write(frameBytes(processingRequest(part, this.#forwarded)));
   }
 
   requestHeaders(headers: Record<string, string>, eos: boolean): void {
-    this.#send(headerMapField(2, headers, eos));
+    this.#send({ phase: 'request_headers', headers, endOfStream: eos });
   }
 
   /** Sends the whole request body and waits (at most `timeoutMs`) for its answer: the changed body, an immediate response, or null (unchanged). */
   async requestBody(body: Uint8Array, timeoutMs: number): Promise<Buffer | Immediate | null> {
     const want = this.#answers.length + 2; // the request headers' answer and this one
-    this.#send(bodyField(4, body, true));
+    this.#send({ phase: 'request_body', body, endOfStream: true });
     const deadline = Date.now() + timeoutMs;
     while (this.#answers.length < want && !this.#failed && Date.now() < deadline) {
       await new Promise<void>((r) => {
@@ -185,11 +250,11 @@ export class EnvoyExtProc {
   }
 
   responseHeaders(headers: Record<string, string>, eos: boolean): void {
-    this.#send(headerMapField(3, headers, eos));
+    this.#send({ phase: 'response_headers', headers, endOfStream: eos });
   }
 
   responseBody(chunk: Uint8Array, eos: boolean): void {
-    this.#send(bodyField(5, chunk, eos));
+    this.#send({ phase: 'response_body', body: chunk, endOfStream: eos });
   }
 
   /** The response is over (half-close; the sidecar books what it saw). */

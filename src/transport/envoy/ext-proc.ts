@@ -1,8 +1,9 @@
 /**
- * Protobuf wire codec of Envoy's External Processing messages, the part metering reads
- * (`envoy/service/ext_proc/v3/external_processor.proto`, `envoy/config/core/v3/base.proto`,
+ * ext_proc's mapping: the protobuf wire codec of Envoy's External Processing messages, the part
+ * metering reads (`envoy/service/ext_proc/v3/external_processor.proto`, `envoy/config/core/v3/base.proto`,
  * `google/protobuf/struct.proto`), in the style of the h2 transport's codec: hand-written, only
- * what is used is decoded, everything else skipped by wire type.
+ * what is used is decoded, everything else skipped by wire type. The meter gets typed messages and
+ * gives typed answers (`src/metering/messages.ts`); this module is the seam's protobuf side.
  *
  * Read from a `ProcessingRequest`: which phase (oneof `request`, the last one wins as in proto3),
  * its headers (`HeaderMap`, `raw_value` preferred over `value`), body bytes (a view of the message,
@@ -10,69 +11,26 @@
  * string fields `key_id`, `account_id`, `model`, `booking_id` (or `x-keygate-booking-id`); and `observability_mode`. Anything malformed throws
  * `WireError` and nothing else (proven with hostile bytes in test/unit/metering-codec.test.ts).
  *
- * Written: a `ProcessingResponse` answering one phase with an empty `HeadersResponse`,
- * `BodyResponse` or `TrailersResponse` (constant bytes), or a `request_body` answer whose
- * `CommonResponse.body_mutation.body` replaces the request body.
+ * Written (`encodeAnswer`): a `ProcessingResponse` answering one phase with an empty `HeadersResponse`,
+ * `BodyResponse` or `TrailersResponse` (constant bytes), a `request_body` answer whose
+ * `CommonResponse.body_mutation.body` replaces the request body, or an `immediate_response`.
  */
-import { encodeMessage, Reader, WireError, type Field } from '../transport/grpc/codec.ts';
-import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../core/booking-id.ts';
+import { encodeMessage, Reader, WireError, type Field } from '../grpc/codec.ts';
+import { BOOKING_ID_FIELD, BOOKING_ID_HEADER } from '../../core/booking-id.ts';
+import { ANSWER_PHASES, type AuthzMetadata, type MeterAnswer, type Phase, type ProcessingRequest } from '../../metering/messages.ts';
 
 export { WireError };
 
 /** The ext_authz filter's namespace in Envoy's dynamic metadata, forwarded to the processor. */
 export const EXT_AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
 
-export type Phase =
-  | 'request_headers'
-  | 'response_headers'
-  | 'request_body'
-  | 'response_body'
-  | 'request_trailers'
-  | 'response_trailers';
+export type { AuthzMetadata, Phase, ProcessingRequest };
 
 /** ProcessingRequest oneof field number → phase (2..7); ProcessingResponse numbers are one less. */
-const PHASES: readonly (Phase | null)[] = [
-  null,
-  null,
-  'request_headers',
-  'response_headers',
-  'request_body',
-  'response_body',
-  'request_trailers',
-  'response_trailers',
-];
-
-/** What ext_authz forwarded: the allow's identity, model and booking id (absent fields stay undefined). */
-export interface AuthzMetadata {
-  keyId?: string;
-  accountId?: string;
-  model?: string;
-  /** `booking_id` (gRPC Check), or `x-keygate-booking-id` (HTTP authz through `dynamic_metadata_from_headers`). */
-  bookingId?: string;
-}
-
-/** One decoded ProcessingRequest, the fields metering reads. */
-export interface ProcessingRequest {
-  /** The phase carried, or null when the oneof is absent (nothing to answer). */
-  phase: Phase | null;
-  /** Header names (lower case as Envoy sends them) and values, in order: [name, value, name, value…]. */
-  headers: string[] | null;
-  /** The body chunk (a view of the message buffer: copy it to keep it past the handler). */
-  body: Buffer | null;
-  endOfStream: boolean;
-  metadata: AuthzMetadata | null;
-  observabilityMode: boolean;
-}
+const PHASES: readonly (Phase | null)[] = [null, null, ...ANSWER_PHASES];
 
 const VARINT = 0;
 const LEN = 2;
-
-/** A value of the headers list: the last header of that name, or undefined. */
-export function headerOf(headers: readonly string[] | null, name: string): string | undefined {
-  if (headers === null) return undefined;
-  for (let i = headers.length - 2; i >= 0; i -= 2) if (headers[i] === name) return headers[i + 1];
-  return undefined;
-}
 
 function headerValue(r: Reader, end: number, out: string[]): void {
   let key = '';
@@ -278,9 +236,6 @@ const ANSWER_FIELD: Readonly<Record<Phase, number>> = {
   response_trailers: 6,
 };
 
-/** Every phase a ProcessingResponse answers. */
-export const ANSWER_PHASES: readonly Phase[] = Object.freeze(Object.keys(ANSWER_FIELD) as Phase[]);
-
 const CONTINUE: Readonly<Record<Phase, Buffer>> = Object.freeze(
   Object.fromEntries(
     (Object.keys(ANSWER_FIELD) as Phase[]).map((p) => [p, encodeMessage([[ANSWER_FIELD[p], []]])]),
@@ -319,3 +274,12 @@ export function immediateResponse(status: number, headers: ReadonlyArray<readonl
   const set: Field[] = headers.map(([k, v]) => [1, [[1, [[1, k], [3, Buffer.from(v, 'latin1')]]]]]);
   return encodeMessage([[7, [[1, [[1, status]]], [2, set], [3, Buffer.from(body, 'utf8')], [5, details]]]]);
 }
+
+/** A meter's answer as ProcessingResponse bytes (unframed; a `continue` is the phase's shared constant bytes). */
+export function encodeAnswer(a: MeterAnswer): Buffer {
+  if (a.kind === 'continue') return CONTINUE[a.phase];
+  if (a.kind === 'replace-request-body') return replaceRequestBodyResponse(a.body, a.removeContentLength);
+  return immediateResponse(a.status, a.headers, a.body, a.details);
+}
+
+export { ANSWER_PHASES };
