@@ -143,6 +143,21 @@ function skipString(b: Uint8Array, i: number, n: number): number {
   }
 }
 
+/**
+ * For other single-pass readers of the same grammar (the references scan): `buf[i]` is an opening
+ * quote; the index after the closing quote, or -1 when the string is not valid JSON. Whether it had
+ * an escape is then `lastStringEscaped()`. Long runs are skipped four bytes at a time.
+ */
+export function skipJsonString(buf: Buffer, i: number): number {
+  wordsOf = buf;
+  sawEscape = false;
+  return skipString(buf, i, buf.length);
+}
+
+export function lastStringEscaped(): boolean {
+  return sawEscape;
+}
+
 function skipDigits(b: Uint8Array, i: number, n: number): number {
   while (i < n && b[i]! >= 0x30 && b[i]! <= 0x39) i++;
   return i;
