@@ -18,7 +18,7 @@
  * machine's late heartbeat drops the cache at the production 250 ms; the figures are the cached
  * path's). Then bench/ledger-booking.ts (bookings with the ledger's sink on and off).
  * Writes the markdown report to bench/results/<date>-round4.md (--quick: bench/tmp/round4-quick.md).
- * About 9 minutes at the defaults on a quiet 2-core machine (21 runs of 4 s + 1 s each per round,
+ * About 8-9 minutes at the defaults on a quiet 2-core machine (25 runs of 4 s + 1 s each per round,
  * 3 rounds, the warm-up pass, the ledger part).
  */
 import { spawn } from 'node:child_process';
@@ -144,6 +144,8 @@ async function main(): Promise<void> {
       // a valid key on a path no catalog row opens: the endpoint rule's deny
       endpoint: file('endpoint', encodeCheck({ key: valid, path: '/v1/not-an-endpoint' })),
       body64: file('body64', encodeCheck({ key: restricted, body: chatBody(64 * 1024, 'gpt-4o-mini', 'first') })),
+      // the shipped envoy.yaml sends the body to the Check: the valid key with a 1 KiB chat body
+      chat1k: file('chat1k', encodeCheck({ key: valid, body: chatBody(1024, 'gpt-4o-mini', 'first') })),
     };
     const identity = { keyId: meter.id, accountId: meter.account, model: 'gpt-4o-mini' };
     const json = json2k();
@@ -184,7 +186,9 @@ async function main(): Promise<void> {
     await expect(kg, f.endpoint, 'valid key, an endpoint no row opens', (v) => v.startsWith('deny') && v !== 'deny:INVALID_API_KEY');
     await expect(kg, f.body64, 'restricted key, 64 KiB body', (v) => v === 'allow');
     for (const t of [floor, limit]) await expect(t, f.valid, 'any Check', (v) => v === 'allow');
+    await expect(kg, f.chat1k, 'cached valid key, 1 KiB chat body', (v) => v === 'allow');
     if (before) await expect(before, f.valid, 'cached valid key', (v) => v === 'allow');
+    if (before) await expect(before, f.chat1k, 'cached valid key, 1 KiB chat body', (v) => v === 'allow');
     if (opa) await expect(opa, f.valid, 'cached valid key', (v) => v === 'allow');
     for (const [t, x, what] of [[kg, xJson, 'metered 2 KiB JSON'], [kg, xSse, 'metered 300 SSE events'], [xlimit, xSse, '300 SSE events']] as const) {
       const ok = await meters(t, x);
@@ -206,7 +210,7 @@ async function main(): Promise<void> {
         { key: `${shape}|floor|body64`, t: floor, file: f.body64, shape },
         { key: `${shape}|limit|valid`, t: limit, file: f.valid, shape },
       );
-      if (before) plan.push({ key: `${shape}|before|valid`, t: before, file: f.valid, shape });
+      if (before) plan.push({ key: `${shape}|before|valid`, t: before, file: f.valid, shape }, { key: `${shape}|kg|chat1k`, t: kg, file: f.chat1k, shape }, { key: `${shape}|before|chat1k`, t: before, file: f.chat1k, shape });
       if (opa) plan.push({ key: `${shape}|opa|valid`, t: opa, file: f.valid, shape });
     }
     plan.push(
@@ -265,6 +269,7 @@ async function main(): Promise<void> {
       row('The new rules cost the cached Check at most 3%: CPU per request, this tree / the tree before', shape, 'CPU µs/req', cpuOver(`${shape}|kg|valid`, `${shape}|before|valid`), '≤ 1.03', (m) => m <= 1.03, 'not run (no --baseline)');
       row('… the same by requests/s, this tree / the tree before', shape, 'req/s', per(`${shape}|kg|valid`, `${shape}|before|valid`, (x, y) => x.rps / y.rps), '≥ 0.97', (m) => m >= 0.97, 'not run (no --baseline)');
     }
+    for (const shape of ['4x16', '1x1'] as const) row('(for reference) the same with a 1 KiB chat body (as the shipped envoy.yaml sends it): CPU per request, this tree / the tree before', shape, 'CPU µs/req', cpuOver(`${shape}|kg|chat1k`, `${shape}|before|chat1k`), '–', null, 'not run (no --baseline)');
     for (const shape of ['4x16', '1x1'] as const) row("An endpoint rule's deny at most a malformed key's deny: CPU per request, endpoint deny / malformed", shape, 'CPU µs/req', cpuOver(`${shape}|kg|endpoint`, `${shape}|kg|malformed`), '≤ 1.00', (m) => m <= 1);
     row('Metered 300-event SSE stream at least 0.7x the ext_proc limit: limit CPU / keygate CPU per stream', '4x16', 'CPU µs/stream', cpuOver('4x16|xlimit|sse', '4x16|kg|sse'), '≥ 0.70', (m) => m >= 0.7);
     row('Metered 2 KiB JSON response at most 1.5x a cached Check: CPU per stream / per Check', '4x16', 'CPU µs', cpuOver('4x16|kg|json', '4x16|kg|valid'), '≤ 1.50', (m) => m <= 1.5);
@@ -279,7 +284,7 @@ async function main(): Promise<void> {
     // ---- every figure
     const detail: string[] = ['| run | shape | target | req/s (or streams/s): median [min–max] | CPU µs per request (or stream): median [min–max] |', '|---|---|---|---:|---:|'];
     const names: Record<string, string> = { kg: kg.name, before: before?.name ?? '', floor: floor.name, limit: limit.name, xlimit: xlimit.name, opa: opa?.name ?? '' };
-    const caseNames: Record<string, string> = { valid: 'cached valid key (headers only)', malformed: 'malformed key', endpoint: "valid key, endpoint rule's deny", body64: 'restricted key, 64 KiB body', json: 'metered 2 KiB JSON response', sse: 'metered 300-event SSE stream' };
+    const caseNames: Record<string, string> = { valid: 'cached valid key (headers only)', malformed: 'malformed key', endpoint: "valid key, endpoint rule's deny", body64: 'restricted key, 64 KiB body', chat1k: 'cached valid key, 1 KiB chat body', json: 'metered 2 KiB JSON response', sse: 'metered 300-event SSE stream' };
     for (const [k, xs] of figures) {
       const [shape, t, c] = k.split('|') as [string, string, string];
       detail.push(`| ${caseNames[c]} | ${shape} | ${names[t]} | ${mmm(xs.map((x) => x.rps), 0)} | ${mmm(xs.map((x) => x.cpu), 1)} |`);
