@@ -20,7 +20,7 @@
  * sidecars hold the credential key, and every allow sets that credential upstream. `--baseline .
  * --case credential --baseline-case valid` is what the injection costs one tree, side by side.
  */
-import { execFileSync } from 'node:child_process';
+import { treeCommit } from './lib/common.ts';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -128,17 +128,6 @@ try {
 } finally {
   for (const t of started) await t.stop();
   for (const r of redises) await r.stop();
-}
-
-/** The tree's commit (and "+changes" when its work tree differs), or "a tree without git". */
-function treeCommit(dir: string): string {
-  try {
-    const head = execFileSync('git', ['-C', dir, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const dirty = execFileSync('git', ['-C', dir, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
-    return dirty ? `${head}+changes` : head;
-  } catch {
-    return 'a tree without git';
-  }
 }
 
 /** The rounds in which the sidecar answered from its cache. */

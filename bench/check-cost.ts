@@ -4,13 +4,15 @@
  * observers: metrics, decision log, usage counter), and the answer's frame (`CheckAnswers`). What the
  * h2 transport and node:http2 cost is not in it (`bench/ab.ts` and `npm run bench` measure that).
  *
- *   scripts/node bench/check-cost.ts [--tree DIR] [--mode valid|plain|money|rated] [--batch N] [--checks N] [--rounds N]
+ *   scripts/node bench/check-cost.ts [--tree DIR] [--mode valid|plain|money|rated|endpoint|malformed|body64|chat1k] [--batch N] [--checks N] [--rounds N]
  *
  * `--tree`: another checkout (its own modules are loaded; a tree without `CheckAnswers` skips the
  * frame). `--batch`: checks started together (1: one at a time; 64: as a 4x16 poll batch, sharing
  * the cache's one wait per loop turn). Modes: `valid` (a seeded key, usage counting on), `plain`
  * (counting off), `money` (a credited wallet and a daily spend limit, counting on), `rated` (a
- * request rate never reached). Prints CPU ns per check per round (process.cpuUsage), min and median,
+ * request rate never reached), `endpoint` (the valid key on a path no catalog row opens: the
+ * endpoint rule's deny), `malformed` (a malformed key's deny), `body64` and `chat1k` (a
+ * model-restricted key with a 64 KiB chat body, a plain key with a 1 KiB one). Prints CPU ns per check per round (process.cpuUsage), min and median,
  * and the store reads made while timing (a cache that dropped under load reads records again; the
  * staleness bound is 5 s here so that a loaded machine's late heartbeat answer does not drop it).
  */
@@ -19,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
 import { DEFAULT_KEY_PREFIX } from '../src/core/key-format.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import { encodeCheck } from './lib/bodies.ts';
+import { chatBody, encodeCheck, malformedKey } from './lib/bodies.ts';
 import { loadAverage } from './lib/procs.ts';
 import { startRedis } from './lib/redis.ts';
 import { commandCalls, seedConsoleKey, seedKeys } from './lib/seed.ts';
@@ -37,7 +39,8 @@ const tree = resolve(opt.tree!);
 const batch = Number(opt.batch);
 const checks = Number(opt.checks);
 const rounds = Number(opt.rounds);
-if (!['valid', 'plain', 'money', 'rated'].includes(opt.mode!)) throw new Error('--mode valid|plain|money|rated');
+const MODES = ['valid', 'plain', 'money', 'rated', 'endpoint', 'malformed', 'body64', 'chat1k'];
+if (!MODES.includes(opt.mode!)) throw new Error(`--mode ${MODES.join('|')}`);
 
 const redis = await startRedis();
 const db = redis.client();
@@ -54,7 +57,8 @@ if (opt.mode === 'money') {
 } else if (opt.mode === 'rated') {
   key = (await seedConsoleKey(db, schema(), 'rated', { rate: '1000000000/d' })).key;
 } else {
-  [key] = (await seedKeys(db, schema(), { prefix: DEFAULT_KEY_PREFIX, count: 1, accounts: 1, tag: 'cost' })) as [string];
+  const models = opt.mode === 'body64' ? ['gpt-4o-mini', 'anthropic/*'] : undefined;
+  [key] = (await seedKeys(db, schema(), { prefix: DEFAULT_KEY_PREFIX, count: 1, accounts: 1, tag: 'cost', models })) as [string];
 }
 
 const load = (p: string) => import(join(tree, p));
@@ -71,7 +75,15 @@ const answers = await load('src/transport/envoy/services/check-answer.ts').then(
 const sidecar = await startSidecar(config, createLogger('warn'));
 for (let i = 0; i < 500 && !sidecar.ready(); i++) await new Promise((r) => setTimeout(r, 20));
 
-const message = encodeCheck({ key }).subarray(5);
+const message = (
+  opt.mode === 'endpoint'
+    ? encodeCheck({ key, path: '/v1/not-an-endpoint' })
+    : opt.mode === 'malformed'
+      ? encodeCheck({ key: malformedKey(key) })
+      : opt.mode === 'body64' || opt.mode === 'chat1k'
+        ? encodeCheck({ key, body: chatBody(opt.mode === 'body64' ? 64 * 1024 : 1024, 'gpt-4o-mini', 'first') })
+        : encodeCheck({ key })
+).subarray(5);
 /** Checks not allowed (a loaded machine can stall the store past its bounds: 503s), by code. */
 const notAllowed: Record<string, number> = {};
 async function one(): Promise<void> {

@@ -90,6 +90,7 @@ try {
     `| with the ledger (\`on\`: group, sink copying) | ${Math.round(med('on', 'perSecond'))} | ${med('on', 'cpuUsPerBooking').toFixed(1)} |`,
     '',
     `with / without: **${(med('on', 'perSecond') / med('off', 'perSecond')).toFixed(3)}×** bookings/s (target: within 10%). The sink wrote ${rows} rows for \`on\`; its lag at the end ${sink.lagMs} ms.`,
+    `per round (with / without): ${res.on.map((x, i) => (x.perSecond / res.off[i]!.perSecond).toFixed(3)).join(', ')}`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
   await sink.stop();

@@ -14,6 +14,8 @@
  * propagation, model-scan and money (wallet, limits, usage counting, usage records/s) benches. Writes a markdown report under bench/results/.
  *
  *   npm run bench                  full run (about 15 minutes)
+ *   npm run bench -- --preset round4 --baseline DIR
+ *                                  every target of the fourth round (#39) in one table (bench/round4.ts)
  *   npm run bench -- --quick       smoke run (about 1 minute, small numbers, indicative only)
  *   npm run bench -- --profile     CPU profile of the sidecar under case 1 (bench/tmp/prof);
  *                                  --profile-case <id> for another case, --connections/--streams
@@ -32,7 +34,7 @@
  *   npm run bench -- --cases valid,valid-traced    only these throughput cases (ids as in --profile-case)
  *   --skip-cold, --skip-memory, --skip-extra       leave out case 4, the memory phase, the other benches
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -53,6 +55,18 @@ import { startOtlpSink, type OtlpSink } from './lib/otlp-sink.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
+
+// `--preset round4`: every target of the fourth performance round in one table (bench/round4.ts;
+// the other arguments are its own: --baseline, --rounds, --duration, --quick, --out, --skip-ledger)
+const presetAt = process.argv.findIndex((a) => a === '--preset' || a.startsWith('--preset='));
+if (presetAt >= 0) {
+  const arg = process.argv[presetAt]!;
+  const preset = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : process.argv[presetAt + 1];
+  if (preset !== 'round4') throw new Error(`--preset: ${preset} is not one of round4`);
+  const pass = process.argv.slice(2).filter((_, i) => i + 2 !== presetAt && (arg.includes('=') || i + 2 !== presetAt + 1));
+  const child = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', join(HERE, 'round4.ts'), ...pass], { stdio: 'inherit' });
+  process.exit(child.status ?? 1);
+}
 
 const { values: opt } = parseArgs({
   options: {

@@ -4,6 +4,7 @@
  * well-formed, and the targets, load generators and Redis accounting work against a real
  * redis-server and real child processes.
  */
+import * as http2 from 'node:http2';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,7 @@ import {
   malformedKey,
   withKey,
 } from '../bench/lib/bodies.ts';
+import { exchangeBody, exchangeMessages, processStream, PROCESS_PATH, sse300 } from '../bench/lib/ext-proc.ts';
 import { runH2load } from '../bench/lib/h2load.ts';
 import { runLoad } from '../bench/lib/loadgen.ts';
 import { loadgen, startTarget, type Target } from '../bench/lib/procs.ts';
@@ -180,6 +182,33 @@ describe('bench pieces against real processes', () => {
     const reads = [...out.matchAll(/^\| (?:this tree|baseline) \|.*\| (\d+) \|$/gm)].map((m) => Number(m[1]));
     expect(reads).toHaveLength(2);
   }, 120_000);
+
+  it("the ext_proc limit answers every message of a stream with its phase's CONTINUE, frames split anywhere", async () => {
+    const limit = await startTarget('ext_proc limit', 'noop-extproc-h2');
+    const session = http2.connect(`http://127.0.0.1:${limit.port}`);
+    try {
+      const x = { identity: { keyId: 'key_x', accountId: 'acct-x' }, contentType: 'text/event-stream', chunks: sse300().slice(0, 20) };
+      const msgs = exchangeMessages(x);
+      const r = await processStream(session, msgs).done;
+      expect(r).toEqual({ answers: msgs.length, grpcStatus: '0' });
+      // the same stream as one body written in 7-byte pieces: frames split across DATA frames
+      const st = session.request({ ':method': 'POST', ':path': PROCESS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+      const got: Buffer[] = [];
+      st.on('data', (c: Buffer) => got.push(c));
+      const body = exchangeBody(x);
+      for (let i = 0; i < body.length; i += 7) st.write(body.subarray(i, i + 7));
+      st.end();
+      await new Promise((res) => st.on('close', res));
+      const answers = Buffer.concat(got);
+      const phases: number[] = [];
+      for (let i = 0; i < answers.length; i += 5 + answers.readUInt32BE(i + 1)) phases.push(answers[i + 5]! >> 3);
+      // ProcessingResponse: request_headers (1), response_headers (2), then response_body (4) per chunk
+      expect(phases).toEqual([1, 2, ...x.chunks.map(() => 4)]);
+    } finally {
+      session.close();
+      await limit.stop();
+    }
+  });
 
   it('h2load drives a target with the framed body and its log is read', async () => {
     try {

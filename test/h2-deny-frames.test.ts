@@ -1,7 +1,7 @@
 /**
  * Prebuilt deny frames: for every code and family and request ids of every length, the frame with
  * the id written in is byte for byte the frame encoded directly; ids JSON would escape, and denies
- * with detail or message, are encoded directly.
+ * with detail or a message seen once, are encoded directly.
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -13,6 +13,7 @@ import { FAMILIES } from '../src/core/family.ts';
 import { checkResponse } from '../src/transport/envoy/check.ts';
 import { checkResponseFields, frameMessage } from '../src/transport/grpc/codec.ts';
 import { DenyFrames } from '../src/transport/grpc/deny-frames.ts';
+import { endpointDeny } from '../src/core/endpoints/decision.ts';
 
 const opts = { accountHeader: 'x-keygate-account-id', keyIdHeader: 'x-keygate-key-id', stripKeyHeaders: true, errorDomain: 'keygate' };
 const direct = (o: CheckOutcome) => frameMessage(checkResponseFields(checkResponse(o, opts)));
@@ -54,6 +55,28 @@ describe('prebuilt deny frames', () => {
       expect(frames.frame(o, d).equals(direct(o))).toBe(true);
     }
     expect(encodes).toBe(cases.length);
+  });
+
+  it("a deny with a whole message of its own (the endpoint rule's) is templated from the second use of that message, byte for byte", () => {
+    let encodes = 0;
+    const frames = new DenyFrames((o) => {
+      encodes++;
+      return direct(o);
+    });
+    const d = endpointDeny('unknown', 'key_x');
+    for (const family of FAMILIES) {
+      for (let i = 0; i < 50; i++) {
+        const o: CheckOutcome = { decision: d, family, requestId: `req-${family}-${i.toString().padStart(4, '0')}` };
+        expect(frames.frame(o, d).equals(direct(o))).toBe(true);
+      }
+    }
+    // the first answer encoded directly, then 3 encodings per template (two probes and a check) per family
+    expect(encodes).toBe(1 + 3 * FAMILIES.length);
+    // another message, once: encoded once, no template
+    const other = { ...deny('MODEL_NOT_ALLOWED'), message: 'The model "x" is not one this key accepts.' };
+    const o: CheckOutcome = { decision: other, family: 'openai', requestId: 'req-once' };
+    expect(frames.frame(o, other).equals(direct(o))).toBe(true);
+    expect(encodes).toBe(2 + 3 * FAMILIES.length);
   });
 
   it('each answer is its own buffer (a later answer does not change an earlier one)', () => {

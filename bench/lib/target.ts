@@ -7,6 +7,10 @@
  *   scripts/node bench/lib/target.ts noop-extproc  the ext_proc floor: @grpc/grpc-js serving Process, answering
  *                                                  every ProcessingRequest with the empty response of its phase
  *                                                  (none in observability_mode) and ending at the client's end
+ *   scripts/node bench/lib/target.ts noop-extproc-h2  the ext_proc limit: a bare node:http2 handler answering every
+ *                                                  ProcessingRequest with a prebuilt CONTINUE frame of its phase
+ *                                                  (found from the message's first tag byte; nothing decoded beyond
+ *                                                  the gRPC framing), OK at the client's end
  *   scripts/node bench/lib/target.ts console      `keygate console` (`startConsole`: the management API, the web
  *                                                  page, webhook delivery), configured from the environment
  *                                                  (REDIS_URL, KEYGATE_REVEAL_KEY, KEYGATE_CONSOLE_*)
@@ -20,6 +24,7 @@ import { loadConsoleApiConfig } from '../../src/console-api/config.ts';
 import { startConsole } from '../../src/console-api/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { authorizationService, loadEnvoyProtos } from '../../proto/envoy-protos.ts';
+import { encodeMessage } from '../../src/transport/grpc/codec.ts';
 import { checkMethod, grpcFrame } from './bodies.ts';
 
 const kind = process.argv[2];
@@ -75,6 +80,42 @@ async function noopH2(): Promise<{ port: number; close(): Promise<void> }> {
   return { port: typeof addr === 'object' && addr ? addr.port : 0, close: () => new Promise((r) => server.close(() => r())) };
 }
 
+/**
+ * ProcessingRequest's phase fields 2-7 (request/response headers, body, trailers) → the framed
+ * ProcessingResponse CONTINUE of that phase (fields 1-6, each an empty message), by the message's
+ * first byte (the tag of the phase field, which an encoder writes first: Envoy and the bench do).
+ */
+const EXT_PROC_CONTINUE: (Buffer | undefined)[] = [];
+for (let f = 2; f <= 7; f++) EXT_PROC_CONTINUE[(f << 3) | 2] = grpcFrame(encodeMessage([[f - 1, []]]));
+
+async function noopExtProcH2(): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 1000, initialWindowSize: 1 << 20 } });
+  server.on('stream', (stream) => {
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    let pending: Buffer | null = null;
+    stream.on('data', (chunk: Buffer) => {
+      const b = pending === null ? chunk : Buffer.concat([pending, chunk]);
+      let i = 0;
+      while (b.length - i >= 5) {
+        const len = b.readUInt32BE(i + 1);
+        if (b.length - i < 5 + len) break;
+        const answer = EXT_PROC_CONTINUE[b[i + 5]!];
+        if (answer !== undefined) stream.write(answer);
+        i += 5 + len;
+      }
+      pending = i === b.length ? null : b.subarray(i);
+    });
+    stream.on('end', () => {
+      if (!stream.destroyed) stream.end();
+    });
+    stream.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  return { port: typeof addr === 'object' && addr ? addr.port : 0, close: () => new Promise((r) => server.close(() => r())) };
+}
+
 async function keygate(): Promise<{ port: number; close(): Promise<void> }> {
   const config = loadConfig({ grpcPort: 0, httpPort: 0, adminPort: 0 }, process.env);
   const sidecar = await startSidecar(config, createLogger(config.logLevel));
@@ -94,6 +135,7 @@ const starters: Record<string, () => Promise<{ port: number; close(): Promise<vo
   'noop-grpcjs': noopGrpcJs,
   'noop-h2': noopH2,
   'noop-extproc': noopExtProc,
+  'noop-extproc-h2': noopExtProcH2,
   console: consoleServer,
 };
 

@@ -178,6 +178,11 @@ describe('references in bodies', () => {
     for (const b of ['', 'not json', '{"a":1', '{"a":1}}', '{"a":1} x', '{"a":01}', '{"a":"\u0001"}', "{'a':1}", '{"a":tru}', '[1,]', '{"a" 1}', '{"a":1,}']) {
       expect(read(b), b).toMatchObject({ kind: 'unreadable' });
     }
+    // strings that are not read (no reference can be in them) are still checked, long ones too
+    for (const v of ['"a\\x"', '"\\u12G4"', `"${'y'.repeat(40)}\u0001"`, `"${'z'.repeat(5000)}\u001f${'z'.repeat(50)}"`, `"${'z'.repeat(5000)}`]) {
+      expect(read(`{"messages":[{"content":${v}}]}`), v.slice(0, 20)).toMatchObject({ kind: 'unreadable' });
+    }
+    expect(read({ messages: [{ content: 'z'.repeat(70_000) + '\\"é' }], previous_response_id: 'resp_1' })).toEqual({ kind: 'read', responses: ['resp_1'], stateful: null });
     expect(read('['.repeat(600) + ']'.repeat(600))).toMatchObject({ kind: 'unreadable', reason: expect.stringMatching(/nested/) });
     expect(scanReferences(Buffer.from([0x7b, 0xff, 0x7d]))).toMatchObject({ kind: 'unreadable' });
     expect(read({ input: Array.from({ length: 9 }, (_, i) => ({ previous_response_id: `resp_${i}` })) })).toMatchObject({ kind: 'unreadable' });

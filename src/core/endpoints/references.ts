@@ -12,7 +12,7 @@
  * nesting. A body that is not JSON is unreadable (refused: USAGE_NOT_GUARANTEED), as is one cut short.
  */
 import { isUtf8 } from 'node:buffer';
-import { bodyBytes, MAX_SCAN_BYTES } from '../model/json-scan.ts';
+import { bodyBytes, lastStringEscaped, MAX_SCAN_BYTES, skipJsonString } from '../model/json-scan.ts';
 
 /** What a reference names that is not a tracked (owned) object. */
 export type StatefulRef = 'conversation' | 'file' | 'vector store' | 'container' | 'stored prompt' | 'cached content';
@@ -72,7 +72,6 @@ interface Frame {
 
 const WS = new Uint8Array(256);
 for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1;
-const HEX = /^[0-9A-Fa-f]{4}$/;
 
 /** The references `body` (JSON) names. */
 export function scanReferences(body: Uint8Array | string): RefScan {
@@ -87,36 +86,24 @@ export function scanReferences(body: Uint8Array | string): RefScan {
   let want = VALUE;
   let done = false;
 
-  const str = (): string | null => {
-    // b[i] is the opening quote; leaves i after the closing quote.
-    const start = ++i;
-    let escaped = false;
-    while (i < n) {
-      const c = b[i]!;
-      if (c === 0x22) break;
-      if (c < 0x20) return null;
-      if (c === 0x5c) {
-        escaped = true;
-        const e = b[i + 1];
-        if (e === 0x75) {
-          if (!HEX.test(b.toString('latin1', i + 2, i + 6))) return null;
-          i += 6;
-          continue;
-        }
-        if (e === undefined || !'"\\/bfnrt'.includes(String.fromCharCode(e))) return null;
-        i += 2;
-        continue;
-      }
-      i++;
-    }
-    if (i >= n) return null;
-    const end = i++;
-    if (!escaped) return b.toString('utf8', start, end);
+  /** b[i] is the opening quote: the string's end (after the closing quote), or -1; `i` is left alone. */
+  const strEnd = (): number => skipJsonString(b, i);
+  /** The string token b[start, end) (quotes included) as JSON.parse reads it. */
+  const decode = (start: number, end: number): string | null => {
+    if (!lastStringEscaped()) return b.toString('utf8', start + 1, end - 1);
     try {
-      return JSON.parse(b.toString('utf8', start - 1, end + 1)) as string;
+      return JSON.parse(b.toString('utf8', start, end)) as string;
     } catch {
       return null;
     }
+  };
+  /** Whether a string value here can be a reference (only those are decoded: a 64 KiB message is skipped). */
+  const valueWanted = (): boolean => {
+    const top = stack[stack.length - 1];
+    if (top === undefined) return false;
+    if (top.kind === ARR) return top.ref !== null;
+    const k = top.key!;
+    return (top.ref !== null && k === 'id') || STRING_KEYS.has(k) || URI_KEYS.has(k);
   };
 
   const seen = (ref: StatefulRef | 'response', v: string) => {
@@ -170,9 +157,11 @@ export function scanReferences(body: Uint8Array | string): RefScan {
         }
         if (c !== 0x22) return unreadable('the body is not JSON');
         {
-          const k = str();
+          const end = strEnd();
+          const k = end < 0 ? null : decode(i, end);
           if (k === null) return unreadable('the body is not JSON');
           stack[stack.length - 1]!.key = k;
+          i = end;
         }
         want = COLON;
         break;
@@ -202,9 +191,14 @@ export function scanReferences(body: Uint8Array | string): RefScan {
           break;
         }
         if (c === 0x22) {
-          const v = str();
-          if (v === null) return unreadable('the body is not JSON');
-          stringValue(v);
+          const end = strEnd();
+          if (end < 0) return unreadable('the body is not JSON');
+          if (valueWanted()) {
+            const v = decode(i, end);
+            if (v === null) return unreadable('the body is not JSON');
+            stringValue(v);
+          }
+          i = end;
         } else {
           const end = scalarEnd(b, i);
           if (end === -1) return unreadable('the body is not JSON');

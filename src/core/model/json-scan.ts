@@ -143,6 +143,21 @@ function skipString(b: Uint8Array, i: number, n: number): number {
   }
 }
 
+/**
+ * For other single-pass readers of the same grammar (the references scan): `buf[i]` is an opening
+ * quote; the index after the closing quote, or -1 when the string is not valid JSON. Whether it had
+ * an escape is then `lastStringEscaped()`. Long runs are skipped four bytes at a time.
+ */
+export function skipJsonString(buf: Buffer, i: number): number {
+  wordsOf = buf;
+  sawEscape = false;
+  return skipString(buf, i, buf.length);
+}
+
+export function lastStringEscaped(): boolean {
+  return sawEscape;
+}
+
 function skipDigits(b: Uint8Array, i: number, n: number): number {
   while (i < n && b[i]! >= 0x30 && b[i]! <= 0x39) i++;
   return i;
@@ -330,4 +345,65 @@ export function scanJsonModel(body: Uint8Array | string): JsonModelScan {
   if (skipWs(buf, i, n) !== n) return refuse('invalid-json');
   if (modelStart === -1) return ABSENT;
   return { kind: 'model', model: decodeString(buf, modelStart, modelEnd) };
+}
+
+/** What `scanTopLevelKeys` found: how often each asked name is a top-level key, or why the body is not a JSON object. */
+export type TopLevelKeys = { readonly kind: 'object'; readonly counts: readonly number[] } | { readonly kind: 'invalid-json' | 'not-object' };
+const INVALID_JSON: TopLevelKeys = Object.freeze({ kind: 'invalid-json' });
+const NOT_OBJECT: TopLevelKeys = Object.freeze({ kind: 'not-object' });
+
+/**
+ * Validates a whole JSON body in one pass (the same grammar as `scanJsonModel`: whatever
+ * `JSON.parse` accepts) and counts how often each of `names` is a key of its top-level object
+ * (keys compared as `JSON.parse` decodes them, escapes included), without building any value.
+ * Stricter than `scanJsonModel` on one point: a leading byte-order mark is invalid JSON here, as it
+ * is for `JSON.parse` of the bytes decoded with `Buffer#toString`. The caller checks UTF-8 and size.
+ */
+export function scanTopLevelKeys(buf: Buffer, names: readonly string[]): TopLevelKeys {
+  const n = buf.length;
+  wordsOf = buf;
+  const counts = names.map(() => 0);
+  let i = skipWs(buf, 0, n);
+  if (i >= n) return INVALID_JSON;
+  if (buf[i] !== LBRACE) {
+    const end = skipValue(buf, i, n);
+    return end >= 0 && skipWs(buf, end, n) === n ? NOT_OBJECT : INVALID_JSON;
+  }
+  i = skipWs(buf, i + 1, n);
+  if (i < n && buf[i] === RBRACE) i++;
+  else {
+    for (;;) {
+      if (i >= n || buf[i] !== QUOTE) return INVALID_JSON;
+      const keyStart = i;
+      sawEscape = false;
+      i = skipString(buf, i, n);
+      if (i < 0) return INVALID_JSON;
+      const len = i - keyStart - 2;
+      for (let k = 0; k < names.length; k++) {
+        const name = names[k]!;
+        if (sawEscape ? decodeString(buf, keyStart, i) === name : len === name.length && sameAscii(buf, keyStart + 1, name)) counts[k]!++;
+      }
+      i = skipWs(buf, i, n);
+      if (i >= n || buf[i] !== COLON) return INVALID_JSON;
+      i = skipValue(buf, i + 1, n);
+      if (i < 0) return INVALID_JSON;
+      i = skipWs(buf, i, n);
+      if (i < n && buf[i] === COMMA) {
+        i = skipWs(buf, i + 1, n);
+        continue;
+      }
+      if (i < n && buf[i] === RBRACE) {
+        i++;
+        break;
+      }
+      return INVALID_JSON;
+    }
+  }
+  return skipWs(buf, i, n) === n ? { kind: 'object', counts } : INVALID_JSON;
+}
+
+/** Whether the bytes at `at` are the ASCII `name` (its length already checked). */
+function sameAscii(b: Uint8Array, at: number, name: string): boolean {
+  for (let k = 0; k < name.length; k++) if (b[at + k] !== name.charCodeAt(k)) return false;
+  return true;
 }

@@ -3,7 +3,8 @@
  * options, and on the request id, which it carries in headers and in the body. For the denies an
  * attack produces in bulk (malformed or unknown key, no key: a deny without detail or message) the
  * frame is encoded once per (family, code, status, length of the request id) and each answer is a
- * copy with the request id written in place.
+ * copy with the request id written in place. A deny with a whole message of its own (the endpoint
+ * rule's refusals: a fixed text each) is templated the same way per message, from its second use.
  *
  * Where the id goes is found, not assumed: the frame is encoded with two probe ids of the same
  * length ("aaa…", "bbb…"), and the bytes that differ are the id's places. The template is kept only
@@ -15,6 +16,9 @@ import type { Deny } from '../../core/decision.ts';
 
 const MIXED = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._:@=+/-';
 
+/** Whole messages templated (and messages remembered as seen once) at most. */
+const MAX_MESSAGES = 64;
+
 interface Template {
   readonly frame: Buffer;
   /** Start of each place the id goes. */
@@ -25,6 +29,10 @@ export class DenyFrames {
   readonly #encode: (outcome: CheckOutcome) => Buffer;
   /** Per key: the template, or null when this shape cannot be templated. Bounded by codes × families × id lengths. */
   readonly #templates = new Map<string, Template | null>();
+  /** Per whole message (`Deny.message`): its templates, as `#templates`; at most MAX_MESSAGES messages. */
+  readonly #withMessage = new Map<string, Map<string, Template | null>>();
+  /** Messages seen once (a message is templated from its second deny). */
+  readonly #seenMessages = new Set<string>();
 
   constructor(encode: (outcome: CheckOutcome) => Buffer) {
     this.#encode = encode;
@@ -32,13 +40,29 @@ export class DenyFrames {
 
   frame(outcome: CheckOutcome, d: Deny): Buffer {
     const id = outcome.requestId;
-    // A deny with its own text or a per-request wait (429 `retry-after`) is encoded each time.
-    if (d.detail !== undefined || d.message !== undefined || d.retryAfterMs !== undefined || !SAFE_REQUEST_ID.test(id)) return this.#encode(outcome);
+    // A deny with detail or a per-request wait (429 `retry-after`) is encoded each time.
+    if (d.detail !== undefined || d.retryAfterMs !== undefined || !SAFE_REQUEST_ID.test(id)) return this.#encode(outcome);
+    let templates = this.#templates;
+    if (d.message !== undefined) {
+      // A deny with a whole message of its own (the endpoint rule's: one fixed text per refusal) is
+      // templated per message from the second time that message is seen; a one-off text (a model
+      // deny names the model asked) is encoded once, as before. Both maps are bounded (cleared when full).
+      const m = this.#withMessage.get(d.message);
+      if (m === undefined) {
+        if (!this.#seenMessages.has(d.message)) {
+          if (this.#seenMessages.size >= MAX_MESSAGES) this.#seenMessages.clear();
+          this.#seenMessages.add(d.message);
+          return this.#encode(outcome);
+        }
+        if (this.#withMessage.size >= MAX_MESSAGES) this.#withMessage.clear();
+        this.#withMessage.set(d.message, (templates = new Map()));
+      } else templates = m;
+    }
     const k = `${outcome.family}|${d.code}|${d.status}|${id.length}`;
-    let t = this.#templates.get(k);
+    let t = templates.get(k);
     if (t === undefined) {
       t = this.#build(outcome, id.length);
-      this.#templates.set(k, t);
+      templates.set(k, t);
     }
     return t === null ? this.#encode(outcome) : fill(t, id);
   }
