@@ -28,7 +28,7 @@ import { cpus, hostname } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyConsole } from '../src/console/service.ts';
-import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/keys/format.ts';
+import { DEFAULT_KEY_PREFIX, keyDigest } from '../src/core/key-format.ts';
 import { pricesKey } from '../src/schema/prices.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { chatBody, encodeCheck, malformedKey } from './lib/bodies.ts';
