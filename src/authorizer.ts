@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { findCredential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
 import { allow, deny, type Decision } from './core/decision.ts';
-import { pathOnly, resolveFamily, type PrefixRule } from './core/family.ts';
+import { pathOnly, resolveFamily, type PrefixRule } from './core/families/index.ts';
 import type { EndpointTable } from './core/model/index.ts';
 import { maskKey } from './keys/format.ts';
 import { decisionPhases, DecisionState, type CheckInput, type CheckOutcome, type DecisionEnv, type Phase, type PhaseAnswer } from './pipeline/index.ts';

@@ -5,7 +5,7 @@
  */
 import { DENY_MESSAGE } from './codes.ts';
 import type { Deny } from './decision.ts';
-import type { Family } from './family.ts';
+import type { Family } from './families/index.ts';
 import { retryHeaders } from './rate.ts';
 
 export interface DenyResponse {

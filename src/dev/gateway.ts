@@ -15,7 +15,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 import { EnvoyExtProc, extProcSessions } from './ext-proc-envoy.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
 import { BOOKING_ID_HEADER } from '../schema/booking.ts';

@@ -15,7 +15,7 @@ import type { PricedUsage, PriceSpec } from '../prices/price.ts';
 import type { TableLookup } from '../prices/resolve.ts';
 import { MAX_AMOUNT_MICROS } from '../schema/money.ts';
 import { decodePrice, priceField, priceOf as flatPriceOf, specOf, type Price, type PriceRecord } from '../schema/prices.ts';
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 import { costOf } from '../prices/price.ts';
 
 /** The price table in memory: lower-case model field → price. */

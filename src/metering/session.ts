@@ -25,7 +25,7 @@
  * the answer.
  */
 import { createHash } from 'node:crypto';
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';

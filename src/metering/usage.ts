@@ -24,8 +24,8 @@
  * and the response's `service_tier` (OpenAI top level; Anthropic `usage.service_tier`). OpenAI's
  * `prompt_tokens_details.cache_write_tokens` are cache writes (a part of `prompt_tokens`).
  */
-import type { Family } from '../core/family.ts';
-import { pathOnly } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
+import { pathOnly } from '../core/families/index.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { MAX_TOKEN_COUNT } from '../schema/money.ts';
 import { arr, byModality, count, DEEP_TEXT, flag, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';

@@ -24,7 +24,7 @@ import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
 import type { CheckOutcome, DecisionObserver, CheckInput } from '../authorizer.ts';
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 import type { MeteredObserver, MeteredOperation, MeteredResponse } from './metered.ts';
 
 export interface OtelOptions {

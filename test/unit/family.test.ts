@@ -1,6 +1,6 @@
 /** Every row of the family rules: route protocol, then the prefix table, then the bare path. */
 import { describe, expect, it } from 'vitest';
-import { familyFromPath, resolveFamily, type Family } from '../../src/core/family.ts';
+import { familyFromPath, resolveFamily, type Family } from '../../src/core/families/index.ts';
 
 describe('family from a bare path', () => {
   const rows: Array<[string, Family]> = [

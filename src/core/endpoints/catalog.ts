@@ -9,7 +9,7 @@
  * and as bare provider paths (`/v1/files`). A path with an empty, `.` or `..` segment, a character
  * outside a small ASCII set, or a `%` (except in the model of a free model-info path) is unknown.
  */
-import { FAMILIES, pathOnly, type Family, type PrefixRule } from '../family.ts';
+import { FAMILIES, pathOnly, type Family, type PrefixRule } from '../families/index.ts';
 import { ANTHROPIC } from './anthropic.ts';
 import { GOOGLE } from './google.ts';
 import { OPENAI } from './openai.ts';

@@ -4,7 +4,7 @@
  * Pure data types; the family modules (`openai.ts`, `anthropic.ts`, `google.ts`) hold the rows and
  * `catalog.ts` compiles them into a lookup.
  */
-import type { Family } from '../family.ts';
+import type { Family } from '../families/index.ts';
 
 export const ENDPOINT_CLASSES = ['metered', 'free', 'owned', 'stateful', 'unbillable'] as const;
 /**

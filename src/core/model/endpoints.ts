@@ -12,7 +12,7 @@
  * `{model+}`: the model as one or more segments (OpenAI/Anthropic model resources, `%2F` decoded);
  * `{version}`: `v1`, `v1beta`, …; `{*}`: any plain segment (an id).
  */
-import { FAMILIES, type Family } from '../family.ts';
+import { FAMILIES, type Family } from '../families/index.ts';
 
 /**
  * Where a matched endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`

@@ -14,7 +14,7 @@
  * refused as ambiguous: a server that decodes or normalises it differently could route it to
  * another model.
  */
-import { pathOnly, type Family } from '../family.ts';
+import { pathOnly, type Family } from '../families/index.ts';
 import { isValidModelName } from './names.ts';
 
 export type PathRefusal = 'ambiguous-path' | 'google-path-on-other-entry' | 'invalid-model-name';

@@ -6,7 +6,7 @@
  * `modelPatternError` before writing them; the sidecar ignores any pattern that fails it (it can
  * never widen a key).
  */
-import type { Family } from '../family.ts';
+import type { Family } from '../families/index.ts';
 import { isValidModelName, MAX_MODEL_LENGTH } from './names.ts';
 
 const PROVIDER = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
