@@ -25,7 +25,7 @@
  * the answer.
  */
 import { createHash } from 'node:crypto';
-import type { Family } from '../core/families/index.ts';
+import { familyModule, type Family } from '../core/families/index.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../schema/booking.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
@@ -301,7 +301,7 @@ export class MeterSession {
     }
     this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
     this.requestReader.write(body);
-    if (!this.opts.forceUsage || observability || ep.family !== 'openai' || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
+    if (!this.opts.forceUsage || observability || !familyModule(ep.family).streamUsageOption || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
     // usage cannot be switched off: the body is rewritten to ask for it, or the request refused
     const f = first && eos ? forceIncludeUsage(body) : ({ kind: 'refused', reason: 'in-parts' } as const);
     this.notes.forcedUsage = f.kind;

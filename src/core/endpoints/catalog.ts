@@ -9,13 +9,11 @@
  * and as bare provider paths (`/v1/files`). A path with an empty, `.` or `..` segment, a character
  * outside a small ASCII set, or a `%` (except in the model of a free model-info path) is unknown.
  */
-import { FAMILIES, pathOnly, type Family, type PrefixRule } from '../families/index.ts';
-import { ANTHROPIC } from './anthropic.ts';
-import { GOOGLE } from './google.ts';
-import { OPENAI } from './openai.ts';
+import { FAMILIES, FAMILY_MODULES, pathOnly, type Family, type PrefixRule } from '../families/index.ts';
 import type { EndpointRow, FamilyCatalog } from './types.ts';
 
-export const BUILTIN_CATALOGS: readonly FamilyCatalog[] = [OPENAI, ANTHROPIC, GOOGLE];
+/** The family modules' catalogs, in the registry's order. */
+export const BUILTIN_CATALOGS: readonly FamilyCatalog[] = FAMILY_MODULES.map((f) => f.catalog);
 
 /** A row the trie holds: the row, and where its `{id}` and `{model}` are among the path's segments. */
 export interface CompiledRow {

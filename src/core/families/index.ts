@@ -1,13 +1,46 @@
 /**
- * Entry family: which protocol the client speaks, and so which error shape a deny takes.
- * Resolved from, in order: the route's `context_extensions.protocol`, a configured
- * path-prefix table, then the path itself.
+ * The protocol families' registry. Entry family: which protocol the client speaks, and so which
+ * error shape a deny takes, where the model is, which endpoints exist and how usage is read.
+ * Resolved from, in order: the route's `context_extensions.protocol`, a configured path-prefix
+ * table, then the path itself (each family's path rule; a path none claims is the default
+ * family's). One module per family (`openai.ts`, `anthropic.ts`, `google.ts`, the shape in
+ * `types.ts`); the rest of the code asks `familyModule(name)` and never compares family names.
  */
+import { ANTHROPIC } from './anthropic.ts';
+import { GOOGLE } from './google.ts';
+import { OPENAI } from './openai.ts';
+import type { ProtocolFamily } from './types.ts';
+
+export type { ProtocolFamily } from './types.ts';
+
+/** The family names, in the registry's order (the docs' and the catalog's order). */
 export const FAMILIES = ['openai', 'anthropic', 'google'] as const;
 export type Family = (typeof FAMILIES)[number];
 
+/** The family modules by name: a family without a module (or a module without a name) does not compile. */
+const MODULES: { readonly [F in Family]: ProtocolFamily<F> } = { openai: OPENAI, anthropic: ANTHROPIC, google: GOOGLE };
+
+/** The family modules, in `FAMILIES` order. */
+export const FAMILY_MODULES: readonly ProtocolFamily<Family>[] = FAMILIES.map((f) => MODULES[f]);
+
+/** The family a path none claims belongs to: OpenAI's protocol is the one OpenAI-compatible servers speak. */
+export const DEFAULT_FAMILY: Family = 'openai';
+
+/** The families with a path rule, tried in order before the default. */
+const CLAIMING = FAMILY_MODULES.filter((m) => m.claimsPath !== null) as readonly (ProtocolFamily<Family> & { claimsPath: (p: string) => boolean })[];
+
 export function isFamily(value: unknown): value is Family {
-  return value === 'openai' || value === 'anthropic' || value === 'google';
+  return typeof value === 'string' && Object.hasOwn(MODULES, value);
+}
+
+/** The module of family `name` (a `Family`: compile-checked). */
+export function familyModule<F extends Family>(name: F): ProtocolFamily<F> {
+  return MODULES[name] as ProtocolFamily<F>;
+}
+
+/** The module of a family named by untrusted text, or null (an unknown family is never taken for another). */
+export function findFamily(name: string): ProtocolFamily<Family> | null {
+  return isFamily(name) ? MODULES[name] : null;
 }
 
 /** One row of the operator's path-prefix table, e.g. `{ prefix: '/anthropic/', family: 'anthropic' }`. */
@@ -26,18 +59,14 @@ export function pathOnly(path: string): string {
   return end === path.length ? path : path.slice(0, end);
 }
 
-/** The family a bare path implies: `/v1/messages…`, `/v1/complete` are Anthropic; Gemini/Vertex shapes are Google. */
+/** The family a bare path implies: the first family whose path rule claims it, else the default (`familyOf`). */
 export function familyFromPath(path: string): Family {
   const p = pathOnly(path);
-  if (p === '/v1/complete' || p === '/v1/messages' || p.startsWith('/v1/messages/') || p.startsWith('/v1/messages?')) {
-    return 'anthropic';
-  }
-  if (p.startsWith('/v1beta/') || p === '/v1beta') return 'google';
-  // …/models/{model}:{method} (Gemini API, Vertex publishers/google/models/…)
-  const m = p.lastIndexOf('/models/');
-  if (m !== -1 && p.indexOf(':', m + 8) !== -1) return 'google';
-  return 'openai';
+  for (let i = 0; i < CLAIMING.length; i++) if (CLAIMING[i]!.claimsPath(p)) return CLAIMING[i]!.name;
+  return DEFAULT_FAMILY;
 }
+
+export const familyOf = familyFromPath;
 
 export function resolveFamily(
   contextProtocol: string | undefined,

@@ -12,7 +12,7 @@
  * `{model+}`: the model as one or more segments (OpenAI/Anthropic model resources, `%2F` decoded);
  * `{version}`: `v1`, `v1beta`, …; `{*}`: any plain segment (an id).
  */
-import { FAMILIES, type Family } from '../families/index.ts';
+import { FAMILIES, isFamily, type Family } from '../families/index.ts';
 
 /**
  * Where a matched endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`
@@ -208,7 +208,7 @@ export function compileModelEndpoints(spec: string): EndpointTable {
     const family = item.slice(0, first);
     const method = item.slice(first + 1, second).toUpperCase();
     const template = item.slice(second + 1);
-    if (family !== 'openai' && family !== 'anthropic' && family !== 'google') throw new Error(`"${item}": family must be openai, anthropic or google`);
+    if (!isFamily(family)) throw new Error(`"${item}": family must be openai, anthropic or google`);
     if (!METHODS.has(method)) throw new Error(`"${item}": method must be one of ${[...METHODS].join(', ')}`);
     out.push(endpoint(family, [method], template));
   }

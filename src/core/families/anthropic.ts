@@ -1,0 +1,27 @@
+/** The Anthropic protocol family (Messages API). */
+import { ANTHROPIC as ANTHROPIC_ENDPOINTS } from '../endpoints/anthropic.ts';
+import type { ProtocolFamily } from './types.ts';
+
+const ANTHROPIC_TYPE: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  429: 'rate_limit_error',
+  503: 'api_error',
+};
+
+export const ANTHROPIC: ProtocolFamily<'anthropic'> = {
+  name: 'anthropic',
+  /** `/v1/messages…`, `/v1/complete`. */
+  claimsPath: (p) => p === '/v1/complete' || p === '/v1/messages' || p.startsWith('/v1/messages/') || p.startsWith('/v1/messages?'),
+  deny: {
+    body: (status, msg, code, requestId, _domain, q) =>
+      `{"type":"error","error":{"type":"${ANTHROPIC_TYPE[status]}","message":${msg},"code":${code}},"request_id":${q(requestId)}}`,
+    requestIdHeader: true,
+  },
+  model: { bareProvider: 'anthropic', resourcePrefix: null, pathForm: 'resource', ownPublisher: null },
+  catalog: ANTHROPIC_ENDPOINTS,
+  streamUsageOption: false,
+  providerName: 'anthropic',
+};
