@@ -82,7 +82,7 @@ export interface Booking extends TokenCounts {
   readonly family: Family;
 }
 
-export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers' | 'usage-not-guaranteed' | 'not-terminal';
+export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers' | 'usage-not-guaranteed' | 'not-terminal' | 'no-usage-reader';
 
 /** Facts about a metered response for metrics and the log (no key material). */
 export interface MeterNotes {
@@ -421,6 +421,8 @@ export class MeterSession {
     }
     if (this.requestText === null && this.requestReader !== null && this.requestBodyChunks > 0) this.requestText = this.requestReader.text;
     const counts = normalise(ep.family, ep.kind, this.usage, this.requestText);
+    // a family without usage readers is never read as another's: nothing is booked
+    if (counts === null) return { kind: 'none', reason: 'no-usage-reader', notes };
     let model: string | null = null;
     if (this.usage.model !== null) {
       model = this.usage.model;
