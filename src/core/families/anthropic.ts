@@ -13,8 +13,7 @@ const ANTHROPIC_TYPE: Record<number, string> = {
 
 export const ANTHROPIC: ProtocolFamily<'anthropic'> = {
   name: 'anthropic',
-  /** `/v1/messages…`, `/v1/complete`. */
-  claimsPath: (p) => p === '/v1/complete' || p === '/v1/messages' || p.startsWith('/v1/messages/') || p.startsWith('/v1/messages?'),
+  paths: { exact: ['/v1/complete', '/v1/messages'], prefixes: ['/v1/messages/', '/v1/messages?'], modelMethod: false },
   deny: {
     body: (status, msg, code, requestId, _domain, q) =>
       `{"type":"error","error":{"type":"${ANTHROPIC_TYPE[status]}","message":${msg},"code":${code}},"request_id":${q(requestId)}}`,

@@ -11,16 +11,10 @@ const GOOGLE_STATUS: Record<number, string> = {
   503: 'UNAVAILABLE',
 };
 
-/** `/v1beta/…`, and `…/models/{model}:{method}` (Gemini API, Vertex `publishers/google/models/…`). */
-function claimsPath(p: string): boolean {
-  if (p.startsWith('/v1beta/') || p === '/v1beta') return true;
-  const m = p.lastIndexOf('/models/');
-  return m !== -1 && p.indexOf(':', m + 8) !== -1;
-}
-
 export const GOOGLE: ProtocolFamily<'google'> = {
   name: 'google',
-  claimsPath,
+  // `/v1beta/…`, and `…/models/{model}:{method}` (Gemini API, Vertex `publishers/google/models/…`)
+  paths: { exact: ['/v1beta'], prefixes: ['/v1beta/'], modelMethod: true },
   deny: {
     body: (status, msg, code, requestId, errorDomain, q) =>
       `{"error":{"code":${status},"message":${msg},"status":"${GOOGLE_STATUS[status]}",` +

@@ -26,8 +26,28 @@ export const FAMILY_MODULES: readonly ProtocolFamily<Family>[] = FAMILIES.map((f
 /** The family a path none claims belongs to: OpenAI's protocol is the one OpenAI-compatible servers speak. */
 export const DEFAULT_FAMILY: Family = 'openai';
 
-/** The families with a path rule, tried in order before the default. */
-const CLAIMING = FAMILY_MODULES.filter((m) => m.claimsPath !== null) as readonly (ProtocolFamily<Family> & { claimsPath: (p: string) => boolean })[];
+/** The families' path rules as one table, in registry order (each family's exact paths, prefixes, model-method rule). */
+const EXACT = 0;
+const PREFIX = 1;
+const MODEL_METHOD = 2;
+const RULE_KIND: number[] = [];
+const RULE_TEXT: string[] = [];
+const RULE_FAMILY: Family[] = [];
+for (const f of FAMILY_MODULES) {
+  const add = (kind: number, text: string) => {
+    RULE_KIND.push(kind);
+    RULE_TEXT.push(text);
+    RULE_FAMILY.push(f.name);
+  };
+  for (const p of f.paths.exact) add(EXACT, p);
+  for (const p of f.paths.prefixes) add(PREFIX, p);
+  if (f.paths.modelMethod) add(MODEL_METHOD, '');
+}
+
+function isModelMethodPath(p: string): boolean {
+  const m = p.lastIndexOf('/models/');
+  return m !== -1 && p.indexOf(':', m + 8) !== -1;
+}
 
 export function isFamily(value: unknown): value is Family {
   return typeof value === 'string' && Object.hasOwn(MODULES, value);
@@ -59,10 +79,13 @@ export function pathOnly(path: string): string {
   return end === path.length ? path : path.slice(0, end);
 }
 
-/** The family a bare path implies: the first family whose path rule claims it, else the default (`familyOf`). */
+/** The family a bare path implies: the first family whose path rules claim it, else the default (`familyOf`). */
 export function familyFromPath(path: string): Family {
   const p = pathOnly(path);
-  for (let i = 0; i < CLAIMING.length; i++) if (CLAIMING[i]!.claimsPath(p)) return CLAIMING[i]!.name;
+  for (let i = 0; i < RULE_KIND.length; i++) {
+    const k = RULE_KIND[i];
+    if (k === EXACT ? p === RULE_TEXT[i] : k === PREFIX ? p.startsWith(RULE_TEXT[i]!) : isModelMethodPath(p)) return RULE_FAMILY[i]!;
+  }
   return DEFAULT_FAMILY;
 }
 

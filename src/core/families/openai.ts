@@ -14,7 +14,7 @@ const OPENAI_TYPE: Record<number, string> = {
 export const OPENAI: ProtocolFamily<'openai'> = {
   name: 'openai',
   // the default family: a path no other family claims is OpenAI's (families/index.ts)
-  claimsPath: null,
+  paths: { exact: [], prefixes: [], modelMethod: false },
   deny: {
     body: (status, msg, code) => `{"error":{"message":${msg},"type":"${OPENAI_TYPE[status]}","param":null,"code":${code}}}`,
     requestIdHeader: false,

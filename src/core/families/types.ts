@@ -9,11 +9,17 @@ import type { FamilyCatalog } from '../endpoints/types.ts';
 export interface ProtocolFamily<N extends string = string> {
   readonly name: N;
   /**
-   * Path rules: whether a bare request path (query and fragment removed) is this family's when
-   * neither the route nor the operator's prefix table says. null: the family claims no path of its
-   * own (the default family takes every path no other claims).
+   * Path rules: the bare request paths (query and fragment removed) that are this family's when
+   * neither the route nor the operator's prefix table says. Families are tried in the registry's
+   * order, each rule of one family before the next family's; a path none claims is the default
+   * family's. Data, compiled by the registry into one table (no call per family on the hot path).
    */
-  readonly claimsPath: ((path: string) => boolean) | null;
+  readonly paths: {
+    readonly exact: readonly string[];
+    readonly prefixes: readonly string[];
+    /** A Google custom method on a model: `…/models/{model}:{method}` (the last `/models/`, then a `:`). */
+    readonly modelMethod: boolean;
+  };
   /** The deny shape the family's SDKs read (src/core/deny-response.ts adds the common headers). */
   readonly deny: {
     /**
