@@ -1,6 +1,17 @@
 /** The Anthropic protocol family (Messages API). */
 import { ANTHROPIC as ANTHROPIC_ENDPOINTS } from '../endpoints/anthropic.ts';
-import type { ProtocolFamily } from './types.ts';
+import type { ModelEndpointRow, ProtocolFamily } from './types.ts';
+
+const POST = ['POST'];
+
+/** The Messages API, and Anthropic's OpenAI-compatible chat endpoint. */
+const MODEL_ENDPOINTS: readonly ModelEndpointRow[] = [
+  { methods: ['GET', 'HEAD', 'DELETE'], template: '/v1/models/{model+}', place: 'resource' },
+  { methods: POST, template: '/messages', place: 'body' },
+  { methods: POST, template: '/messages/count_tokens', place: 'body' },
+  { methods: POST, template: '/complete', place: 'body' },
+  { methods: POST, template: '/chat/completions', place: 'body' },
+];
 
 const ANTHROPIC_TYPE: Record<number, string> = {
   400: 'invalid_request_error',
@@ -19,7 +30,7 @@ export const ANTHROPIC: ProtocolFamily<'anthropic'> = {
       `{"type":"error","error":{"type":"${ANTHROPIC_TYPE[status]}","message":${msg},"code":${code}},"request_id":${q(requestId)}}`,
     requestIdHeader: true,
   },
-  model: { bareProvider: 'anthropic', resourcePrefix: null, pathForm: 'resource', ownPublisher: null },
+  model: { endpoints: MODEL_ENDPOINTS, bareProvider: 'anthropic', resourcePrefix: null, pathForm: 'resource', ownPublisher: null },
   catalog: ANTHROPIC_ENDPOINTS,
   streamUsageOption: false,
   providerName: 'anthropic',

@@ -1,6 +1,21 @@
 /** The Google protocol family (Gemini API, Vertex AI). */
 import { GOOGLE as GOOGLE_ENDPOINTS } from '../endpoints/google.ts';
-import type { ProtocolFamily } from './types.ts';
+import type { ModelEndpointRow, ProtocolFamily } from './types.ts';
+
+const READ = ['GET', 'HEAD'];
+const GOOGLE_METHOD_FORMS = [
+  '/{version}/models/{model}',
+  '/{version}/publishers/{*}/models/{model}',
+  '/{version}/projects/{*}/locations/{*}/publishers/{*}/models/{model}',
+];
+
+/** Gemini and Vertex AI path forms (read by src/core/model/path.ts), then the OpenAI-compatible body forms. */
+const MODEL_ENDPOINTS: readonly ModelEndpointRow[] = [
+  ...GOOGLE_METHOD_FORMS.map((e): ModelEndpointRow => ({ methods: ['POST', 'GET'], template: e.replace('{model}', '{model}:{*}'), place: 'google' })),
+  ...GOOGLE_METHOD_FORMS.map((e): ModelEndpointRow => ({ methods: READ, template: e, place: 'google' })),
+  { methods: READ, template: '/{version}/models/{model}/operations/{*}', place: 'google' },
+  ...['/chat/completions', '/embeddings', '/images/generations'].map((e): ModelEndpointRow => ({ methods: ['POST'], template: `/openai${e}`, place: 'body' })),
+];
 
 const GOOGLE_STATUS: Record<number, string> = {
   400: 'INVALID_ARGUMENT',
@@ -22,7 +37,7 @@ export const GOOGLE: ProtocolFamily<'google'> = {
       `"metadata":{"code":${code},"request_id":${q(requestId)}}}]}}`,
     requestIdHeader: false,
   },
-  model: { bareProvider: 'google', resourcePrefix: 'models/', pathForm: 'gemini', ownPublisher: 'google' },
+  model: { endpoints: MODEL_ENDPOINTS, bareProvider: 'google', resourcePrefix: 'models/', pathForm: 'gemini', ownPublisher: 'google' },
   catalog: GOOGLE_ENDPOINTS,
   streamUsageOption: false,
   providerName: 'gcp.gemini',

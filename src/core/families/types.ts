@@ -5,6 +5,14 @@
  * (`familyModule(name)`) instead of comparing family names. Pure data and pure functions.
  */
 import type { FamilyCatalog } from '../endpoints/types.ts';
+import type { ModelPlace } from '../model/endpoints.ts';
+
+/** One known endpoint of restricted keys (docs/models.md, "Known endpoints"): its methods, path template and where the model is. */
+export interface ModelEndpointRow {
+  readonly methods: readonly string[];
+  readonly template: string;
+  readonly place: ModelPlace;
+}
 
 export interface ProtocolFamily<N extends string = string> {
   readonly name: N;
@@ -32,6 +40,8 @@ export interface ProtocolFamily<N extends string = string> {
   };
   /** Where the model is (src/core/model/). */
   readonly model: {
+    /** The known endpoints of a restricted key at this entry, in match order (path forms before body forms); compiled by src/core/model/endpoints.ts. */
+    readonly endpoints: readonly ModelEndpointRow[];
     /** The provider a bare model name read at this family's entry belongs to (`anthropic/x`), or null: it stays bare. */
     readonly bareProvider: string | null;
     /** A resource prefix of model names dropped before qualifying (Google's `models/`), or null. */
