@@ -1,5 +1,6 @@
 /**
- * The endpoint catalog compiled for the Check (docs/endpoints.md): the family modules' rows and the
+ * The endpoint catalog compiled for the Check (docs/endpoints.md): the family modules' rows
+ * (src/core/families/<family>-endpoints.ts) and the
  * operator's (`KEYGATE_ENDPOINTS`) in one trie of path segments per family, so classifying a request
  * is one walk down its path (a map lookup per segment; a parameter, `{version}`, `{x}:verb` or `{**}`
  * child tried only when the literal does not lead to a row) — never a scan of the rows.
@@ -10,7 +11,7 @@
  * outside a small ASCII set, or a `%` (except in the model of a free model-info path) is unknown.
  */
 import { FAMILIES, FAMILY_MODULES, pathOnly, type Family, type PrefixRule } from '../families/index.ts';
-import type { EndpointRow, FamilyCatalog } from './types.ts';
+import type { EndpointRow, FamilyCatalog } from '../families/endpoint-rows.ts';
 
 /** The family modules' catalogs, in the registry's order. */
 export const BUILTIN_CATALOGS: readonly FamilyCatalog[] = FAMILY_MODULES.map((f) => f.catalog);

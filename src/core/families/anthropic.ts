@@ -1,5 +1,5 @@
 /** The Anthropic protocol family (Messages API). */
-import { ANTHROPIC as ANTHROPIC_ENDPOINTS } from '../endpoints/anthropic.ts';
+import { ANTHROPIC as ANTHROPIC_ENDPOINTS } from './anthropic-endpoints.ts';
 import type { ModelEndpointRow, ProtocolFamily } from './types.ts';
 
 const POST = ['POST'];

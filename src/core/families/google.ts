@@ -1,5 +1,5 @@
 /** The Google protocol family (Gemini API, Vertex AI). */
-import { GOOGLE as GOOGLE_ENDPOINTS } from '../endpoints/google.ts';
+import { GOOGLE as GOOGLE_ENDPOINTS } from './google-endpoints.ts';
 import type { ModelEndpointRow, ProtocolFamily } from './types.ts';
 
 const READ = ['GET', 'HEAD'];

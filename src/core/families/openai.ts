@@ -1,5 +1,5 @@
 /** The OpenAI protocol family (and the OpenAI-compatible APIs behind its entry). */
-import { OPENAI as OPENAI_ENDPOINTS } from '../endpoints/openai.ts';
+import { OPENAI as OPENAI_ENDPOINTS } from './openai-endpoints.ts';
 import type { ModelEndpointRow, ProtocolFamily } from './types.ts';
 
 const POST = ['POST'];

@@ -4,8 +4,13 @@
  * `google.ts`), listed by the registry (`index.ts`). The rest of the code asks the registry
  * (`familyModule(name)`) instead of comparing family names. Pure data and pure functions.
  */
-import type { FamilyCatalog } from '../endpoints/types.ts';
-import type { ModelPlace } from '../model/endpoints.ts';
+import type { FamilyCatalog } from './endpoint-rows.ts';
+
+/**
+ * Where a known endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`
+ * segment, the body absent or the same), or `google`/`resource` (read by src/core/model/path.ts).
+ */
+export type ModelPlace = 'body' | 'path' | 'google' | 'resource';
 
 /** One known endpoint of restricted keys (docs/models.md, "Known endpoints"): its methods, path template and where the model is. */
 export interface ModelEndpointRow {

@@ -13,12 +13,9 @@
  * `{version}`: `v1`, `v1beta`, …; `{*}`: any plain segment (an id).
  */
 import { FAMILIES, FAMILY_MODULES, isFamily, type Family } from '../families/index.ts';
+import type { ModelPlace } from '../families/types.ts';
 
-/**
- * Where a matched endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`
- * segment, the body absent or the same), or `google`/`resource` (read by path.ts).
- */
-export type ModelPlace = 'body' | 'path' | 'google' | 'resource';
+export type { ModelPlace } from '../families/types.ts';
 
 type Seg =
   | { readonly t: 'lit'; readonly v: string }

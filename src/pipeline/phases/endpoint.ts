@@ -18,7 +18,7 @@ import { bodyBytes } from '../../core/model/json-scan.ts';
 import { refusedMessage, usageRefusal } from '../../core/include-usage.ts';
 import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
 import { scanReferences } from '../../core/endpoints/references.ts';
-import type { EndpointRow } from '../../core/endpoints/types.ts';
+import type { EndpointRow } from '../../core/families/endpoint-rows.ts';
 import type { Deny } from '../../core/decision.ts';
 import { isOwnedId, OWNED_RECORD, ownedRecordId, type OwnedState } from '../../schema/records.ts';
 import { isPending } from '../../store/record-source.ts';
