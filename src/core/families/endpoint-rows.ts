@@ -28,7 +28,7 @@ export const USAGE_READERS = ['chat', 'completions', 'embeddings', 'responses', 
 export type UsageReader = (typeof USAGE_READERS)[number];
 
 /** What a request body may name that belongs to the provider (checked at the Check: `references.ts`). */
-export type BodyRefs = 'openai' | 'anthropic' | 'google';
+export type BodyRefs = Family;
 
 export const ENDPOINT_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type EndpointMethod = (typeof ENDPOINT_METHODS)[number];
