@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from './core/clock.ts';
 import { findCredential, type HeaderValue, type KeyHeader } from './core/credentials.ts';
 import { allow, deny, type Decision } from './core/decision.ts';
-import { pathOnly, resolveFamily, type PrefixRule } from './core/family.ts';
+import { pathOnly, resolveFamily, type PrefixRule } from './core/families/index.ts';
 import type { EndpointTable } from './core/model/index.ts';
 import { maskKey } from './core/key-format.ts';
 import { decisionPhases, DecisionState, type CheckInput, type CheckOutcome, type DecisionEnv, type Phase, type PhaseAnswer } from './pipeline/index.ts';

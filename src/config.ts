@@ -5,9 +5,9 @@
 import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import { parseOperatorEndpoints, type OperatorRow } from './core/endpoints/operator.ts';
-import { FAMILIES, type PrefixRule } from './core/family.ts';
+import { FAMILIES, type PrefixRule } from './core/families/index.ts';
 import { compileModelEndpoints, parseBareProviders, withBareProviders, type EndpointTable } from './core/model/index.ts';
-import type { Family } from './core/family.ts';
+import type { Family } from './core/families/index.ts';
 import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, KEY_PREFIX_RULE } from './core/key-format.ts';
 import { DEFAULT_NAMESPACE, NAMESPACE_PATTERN } from './schema/redis-schema.ts';
 import { parseRedisUrl } from './redis-url.ts';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_CREDENTIAL_HEADERS } from '../src/core/upstream-credential.ts';
-import { isFamily } from '../src/core/family.ts';
+import { isFamily } from '../src/core/families/index.ts';
 import { envoyProtoDirs } from '../proto/envoy-protos.ts';
 import { StrictProto } from './helpers/strict-proto.ts';
 

@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qualifyModel } from '../src/core/model/index.ts';
-import type { Family } from '../src/core/family.ts';
+import type { Family } from '../src/core/families/index.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { startGrpcProxy, type GrpcProxy } from './helpers/grpc-proxy.ts';
 import { freePort } from './helpers/redis-server.ts';

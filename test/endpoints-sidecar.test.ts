@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { KeyConsole } from '../src/console/service.ts';
 import { OwnedField } from '../src/schema/owned.ts';
 import { schema } from '../src/schema/redis-schema.ts';
-import type { Family } from '../src/core/family.ts';
+import type { Family } from '../src/core/families/index.ts';
 import { deniedBody, type CheckResponseMsg } from './helpers/envoy-client.ts';
 import { json, send } from './helpers/http-client.ts';
 import { startStack, waitFor, type Stack } from './helpers/sidecars.ts';

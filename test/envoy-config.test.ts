@@ -10,7 +10,7 @@ import { loadConfig } from '../src/config.ts';
 import { HEALTH_SERVICES } from '../src/transport/envoy/grpc.ts';
 import { envoyProtoDirs } from '../proto/envoy-protos.ts';
 import { StrictProto } from './helpers/strict-proto.ts';
-import { pathOnly } from '../src/core/family.ts';
+import { pathOnly } from '../src/core/families/index.ts';
 import { meteredEndpoint } from '../src/metering/usage.ts';
 import { ENTRIES, sendsBodyToMetering } from '../src/dev/gateway.ts';
 

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { EndpointCatalog, BUILTIN_CATALOGS } from '../src/core/endpoints/catalog.ts';
-import { isFamily } from '../src/core/family.ts';
+import { isFamily } from '../src/core/families/index.ts';
 
 type Obj = Record<string, any>;
 const text = readFileSync(new URL('../envoy.yaml', import.meta.url), 'utf8');

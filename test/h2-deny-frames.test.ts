@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { CheckOutcome } from '../src/authorizer.ts';
 import { DENY_CODES } from '../src/core/codes.ts';
 import { deny, type Deny } from '../src/core/decision.ts';
-import { FAMILIES } from '../src/core/family.ts';
+import { FAMILIES } from '../src/core/families/index.ts';
 import { checkResponse } from '../src/transport/envoy/check.ts';
 import { checkResponseFields, frameMessage } from '../src/transport/grpc/codec.ts';
 import { DenyFrames } from '../src/transport/grpc/deny-frames.ts';

@@ -11,7 +11,7 @@ import { Option, type Command } from 'commander';
 import { CLI_ACTOR } from '../console/management.ts';
 import { ConsoleError } from '../console/errors.ts';
 import { credentialJson } from '../console/views.ts';
-import { FAMILIES } from '../core/family.ts';
+import { FAMILIES } from '../core/families/index.ts';
 import { common, json, out, table, withConsole, type Common } from './console-commands.ts';
 
 const MAX_STDIN = 64 * 1024;

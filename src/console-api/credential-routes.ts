@@ -10,7 +10,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { ConsoleService } from '../console/service.ts';
 import { credentialJson } from '../console/views.ts';
-import { FAMILIES } from '../core/family.ts';
+import { FAMILIES } from '../core/families/index.ts';
 import { CREDENTIAL_MAX_CHARS, CREDENTIAL_MIN_CHARS, CREDENTIAL_PATTERN } from '../core/upstream-credential.ts';
 import { requireAccount } from './auth.ts';
 import { AccountId, ErrorBody } from './schemas.ts';

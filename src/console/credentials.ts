@@ -8,7 +8,7 @@
  * record first, then the list, so a sidecar never sees the list name a credential not yet written.
  * Audited (`credential_set`, `credential_remove`) with the provider and the hint, never the secret.
  */
-import { FAMILIES, isFamily, type Family } from '../core/family.ts';
+import { FAMILIES, isFamily, type Family } from '../core/families/index.ts';
 import { credentialHint, credentialProblem } from '../core/upstream-credential.ts';
 import { envelopeKid } from '../keys/crypto.ts';
 import { openCredential, sealCredential } from '../keys/credential-crypto.ts';

@@ -4,7 +4,7 @@
  * (`prices catalog`), and how one name resolves and what it costs (`prices show MODEL`). Pure: the
  * table and the catalog are given.
  */
-import { FAMILIES, type Family } from '../core/family.ts';
+import { FAMILIES, type Family } from '../core/families/index.ts';
 import { matches, specAt, type CatalogModel, type PriceCatalog } from '../prices/catalog.ts';
 import { scaledToDecimal } from '../prices/decimal.ts';
 import { classPrice, DEFAULT_SERVICE_TIERS, PRICE_CLASSES, type PriceSpec } from '../prices/price.ts';

@@ -4,7 +4,7 @@
  * writes its audit event (on Cluster, where the audit lists are in another slot, the event follows
  * the change). Every input is validated before the first write: a bad one changes nothing.
  */
-import { FAMILIES } from '../core/family.ts';
+import { FAMILIES } from '../core/families/index.ts';
 import { decodePrice, encodePrice, EXTRA_CLASSES, MAX_PRICE_MICROS, MAX_PRICE_TIERS, MAX_PRICES, MAX_SERVICE_TIERS, multiplierScaled, priceField, pricesKey, SERVICE_TIER_PATTERN, type ExtraClass, type PriceRecord, type TierRecord } from '../schema/prices.ts';
 import type { RedisClient } from '../store/redis.ts';
 import { ConsoleError } from './errors.ts';

@@ -8,7 +8,7 @@ import type { KeyRecord } from '../schema/redis-schema.ts';
 import { requestRateToApi, tokenRateToApi, type ApiRequestRate, type ApiTokenRate, type Rates } from '../schema/rates.ts';
 import type { AccountInfo } from './accounts.ts';
 import type { CredentialInfo } from './credentials.ts';
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 import type { KeyView } from './keys.ts';
 import type { RatesUse } from './rates.ts';
 import type { CreditResult, UsageResult, WalletRule } from './wallet.ts';

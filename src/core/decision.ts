@@ -4,7 +4,7 @@
  */
 import { DENY_STATUS, type DenyCode } from './codes.ts';
 import type { Credential } from './credentials.ts';
-import type { Family } from './family.ts';
+import type { Family } from './families/index.ts';
 import { modelAllowed, qualifyModel, type ModelRead } from './model/index.ts';
 import type { Rate } from './rate-text.ts';
 import type { UpstreamCredential } from './upstream-credential.ts';

@@ -1,11 +1,12 @@
 /**
  * A deny as the client's SDK expects it: status, headers and a body in the entry family's
- * own error shape, with the deny code machine-readable. Pure; bodies are built by string
- * concatenation of pre-escaped fragments (no JSON.stringify of objects on the hot path).
+ * own error shape (its module's `deny`, src/core/families/), with the deny code
+ * machine-readable. Pure; bodies are built by string concatenation of pre-escaped fragments
+ * (no JSON.stringify of objects on the hot path).
  */
 import { DENY_MESSAGE } from './codes.ts';
 import type { Deny } from './decision.ts';
-import type { Family } from './family.ts';
+import { familyModule, type Family } from './families/index.ts';
 import { retryHeaders } from './rate.ts';
 
 export interface DenyResponse {
@@ -13,31 +14,6 @@ export interface DenyResponse {
   readonly headers: ReadonlyArray<readonly [string, string]>;
   readonly body: string;
 }
-
-const OPENAI_TYPE: Record<number, string> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  402: 'insufficient_quota',
-  403: 'permission_error',
-  429: 'rate_limit_error',
-  503: 'server_error',
-};
-const ANTHROPIC_TYPE: Record<number, string> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  402: 'billing_error',
-  403: 'permission_error',
-  429: 'rate_limit_error',
-  503: 'api_error',
-};
-const GOOGLE_STATUS: Record<number, string> = {
-  400: 'INVALID_ARGUMENT',
-  401: 'UNAUTHENTICATED',
-  402: 'FAILED_PRECONDITION',
-  403: 'PERMISSION_DENIED',
-  429: 'RESOURCE_EXHAUSTED',
-  503: 'UNAVAILABLE',
-};
 
 export interface DenyRenderOptions {
   /** `domain` of Google's ErrorInfo. */
@@ -53,20 +29,7 @@ function message(d: Deny): string {
 const q = JSON.stringify as (s: string) => string;
 
 export function denyBody(family: Family, d: Deny, requestId: string, opts: DenyRenderOptions): string {
-  const msg = q(message(d));
-  const code = q(d.code);
-  switch (family) {
-    case 'openai':
-      return `{"error":{"message":${msg},"type":"${OPENAI_TYPE[d.status]}","param":null,"code":${code}}}`;
-    case 'anthropic':
-      return `{"type":"error","error":{"type":"${ANTHROPIC_TYPE[d.status]}","message":${msg},"code":${code}},"request_id":${q(requestId)}}`;
-    case 'google':
-      return (
-        `{"error":{"code":${d.status},"message":${msg},"status":"${GOOGLE_STATUS[d.status]}",` +
-        `"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":${code},"domain":${q(opts.errorDomain)},` +
-        `"metadata":{"code":${code},"request_id":${q(requestId)}}}]}}`
-      );
-  }
+  return familyModule(family).deny.body(d.status, q(message(d)), q(d.code), requestId, opts.errorDomain, q);
 }
 
 export function denyResponse(family: Family, d: Deny, requestId: string, opts: DenyRenderOptions): DenyResponse {
@@ -74,7 +37,7 @@ export function denyResponse(family: Family, d: Deny, requestId: string, opts: D
     ['content-type', 'application/json'],
     ['x-request-id', requestId],
   ];
-  if (family === 'anthropic') headers.push(['request-id', requestId]);
+  if (familyModule(family).deny.requestIdHeader) headers.push(['request-id', requestId]);
   if (d.retryAfterMs !== undefined) {
     // A rate refusal (429): the wait to the window that admits the request, and no
     // `x-should-retry: false`, so the SDKs wait and retry.

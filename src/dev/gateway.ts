@@ -15,16 +15,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import type { Family } from '../core/family.ts';
+import { FAMILIES, type Family } from '../core/families/index.ts';
 import { EnvoyExtProc, extProcSessions } from '../transport/envoy/ext-proc-envoy.ts';
 import { DEFAULT_CREDENTIAL_HEADERS, upstreamCredential, type CredentialHeaders } from '../core/upstream-credential.ts';
 import { BOOKING_ID_HEADER } from '../core/booking-id.ts';
 
-export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = [
-  ['/openai', 'openai'],
-  ['/anthropic', 'anthropic'],
-  ['/google', 'google'],
-];
+/** One entry per protocol family, `/{family}` (the shipped envoy.yaml's prefixes). */
+export const ENTRIES: ReadonlyArray<readonly [prefix: string, family: Family]> = FAMILIES.map((f) => [`/${f}`, f] as const);
 
 const MAX_BODY = 16 * 1024 * 1024;
 /** Headers fetch() refuses or that describe one hop only. */

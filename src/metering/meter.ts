@@ -157,7 +157,7 @@ export class Meter {
     }
     if (o.kind === 'none') {
       m.streams.inc({ outcome: o.reason });
-      if (o.reason === 'no-identity' || o.reason === 'no-response-headers') m.unbooked.inc({ reason: o.reason });
+      if (o.reason === 'no-identity' || o.reason === 'no-response-headers' || o.reason === 'no-usage-reader') m.unbooked.inc({ reason: o.reason });
       return;
     }
     m.streams.inc({ outcome: 'booking' });

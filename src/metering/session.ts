@@ -25,7 +25,7 @@
  * the answer.
  */
 import { createHash } from 'node:crypto';
-import type { Family } from '../core/family.ts';
+import { familyModule, type Family } from '../core/families/index.ts';
 import { BOOK_ID_PATTERN } from '../schema/money.ts';
 import { BOOKING_ID_PATTERN } from '../core/booking-id.ts';
 import { ContentDecoder, contentEncodingOf, type DecodeFailure } from './content-decoding.ts';
@@ -82,7 +82,7 @@ export interface Booking extends TokenCounts {
   readonly family: Family;
 }
 
-export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers' | 'usage-not-guaranteed' | 'not-terminal';
+export type NoBooking = 'no-identity' | 'not-metered' | 'error-status' | 'no-response-headers' | 'usage-not-guaranteed' | 'not-terminal' | 'no-usage-reader';
 
 /** Facts about a metered response for metrics and the log (no key material). */
 export interface MeterNotes {
@@ -302,7 +302,7 @@ export class MeterSession {
     }
     this.requestReader ??= new JsonReader(REQUEST_SCHEMA, (r) => this.requestRecord(r));
     this.requestReader.write(body);
-    if (!this.opts.forceUsage || observability || ep.family !== 'openai' || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
+    if (!this.opts.forceUsage || observability || !familyModule(ep.family).streamUsageOption || (ep.kind !== 'chat' && ep.kind !== 'completions')) return null;
     // usage cannot be switched off: the body is rewritten to ask for it, or the request refused
     const f = first && eos ? forceIncludeUsage(body) : ({ kind: 'refused', reason: 'in-parts' } as const);
     this.notes.forcedUsage = f.kind;
@@ -422,6 +422,8 @@ export class MeterSession {
     }
     if (this.requestText === null && this.requestReader !== null && this.requestBodyChunks > 0) this.requestText = this.requestReader.text;
     const counts = normalise(ep.family, ep.kind, this.usage, this.requestText);
+    // a family without usage readers is never read as another's: nothing is booked
+    if (counts === null) return { kind: 'none', reason: 'no-usage-reader', notes };
     let model: string | null = null;
     if (this.usage.model !== null) {
       model = this.usage.model;

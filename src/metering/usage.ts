@@ -1,5 +1,6 @@
 /**
- * What metering reads from each provider's responses, and how the counts are normalised.
+ * What metering reads from each provider's responses, and how the counts are normalised. Each
+ * family's readers (paths, schemas, what its counts include) are in `usage/<family>.ts`.
  *
  * Endpoints (by the request path, its query ignored): OpenAI `/chat/completions`, `/completions`,
  * `/embeddings`, `/responses`; Anthropic `/messages`; Google `…/models/{model}:generateContent` and
@@ -24,12 +25,17 @@
  * and the response's `service_tier` (OpenAI top level; Anthropic `usage.service_tier`). OpenAI's
  * `prompt_tokens_details.cache_write_tokens` are cache writes (a part of `prompt_tokens`).
  */
-import type { Family } from '../core/family.ts';
-import { pathOnly } from '../core/family.ts';
+import { FAMILIES, pathOnly, type Family } from '../core/families/index.ts';
 import { PRICE_MODEL_PATTERN } from '../schema/prices.ts';
 import { MAX_TOKEN_COUNT } from '../schema/money.ts';
-import { arr, byModality, count, DEEP_TEXT, flag, obj, SEEN, BAD, str, TEXT, type JsonNode, type RecordView } from './json-reader.ts';
+import { DEEP_TEXT, obj, SEEN, BAD, str, type JsonNode, type RecordView } from './json-reader.ts';
 import { OWNED_ID_PATTERN } from '../schema/owned.ts';
+import { ANTHROPIC_USAGE, type AnthropicKind } from './usage/anthropic.ts';
+import { GOOGLE_USAGE, type GoogleKind } from './usage/google.ts';
+import { OPENAI_USAGE, type OpenAIKind } from './usage/openai.ts';
+import {
+  AUDIO_IN, AUDIO_OUT, BACKGROUND, CACHE_WRITE, CACHE_WRITE_1H, CACHED, ID, IMAGE_IN, IMAGE_OUT, IN, MODEL, NUMBER_SLOTS, OUT, REASONING, SERVICE_TIER, STATUS, TOOL_USE, TYPE, WEB_SEARCH,
+} from './usage/slots.ts';
 
 /**
  * The usage readers, by name (the endpoint catalog names the reader of each metered path):
@@ -37,7 +43,7 @@ import { OWNED_ID_PATTERN } from '../schema/owned.ts';
  * edits), `audio` (OpenAI audio transcription and translation with token usage), `messages`
  * (Anthropic), `generate`, `stream-generate` (Google).
  */
-export type EndpointKind = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';
+export type EndpointKind = OpenAIKind | AnthropicKind | GoogleKind;
 
 /** Every usage reader's name (`EndpointKind`). */
 export const USAGE_READERS: readonly EndpointKind[] = ['chat', 'completions', 'embeddings', 'responses', 'images', 'audio', 'messages', 'generate', 'stream-generate'];
@@ -54,164 +60,54 @@ export interface MeteredEndpoint {
   readonly responseId?: string | null;
 }
 
-// number slots
-export const IN = 0;
-export const OUT = 1;
-export const CACHED = 2;
-export const CACHE_WRITE = 3;
-export const REASONING = 4;
-export const CACHE_WRITE_1H = 5;
-export const AUDIO_IN = 6;
-export const AUDIO_OUT = 7;
-export const IMAGE_IN = 8;
-export const IMAGE_OUT = 9;
-export const TOOL_USE = 10;
-export const WEB_SEARCH = 11;
-/** Number slots folded into a response's usage (slots 0-11). */
-const NUMBER_SLOTS = 12;
-/** OpenAI Responses: the response's `background` flag (1: true); read, not folded. */
-export const BACKGROUND = 12;
-/** OpenAI images: the text part of the input (`IN` is the whole, `IMAGE_IN` the image part); read, not folded. */
-export const TEXT_IN = 13;
-// (14 is the reader's modality scratch slot)
-// string slots
-export const MODEL = 0;
-export const TYPE = 1;
-export const SERVICE_TIER = 2;
-/** OpenAI Responses: the response's `id` and `status`. */
-export const ID = 3;
-export const STATUS = 4;
-// (5 is the reader's modality scratch string slot)
+export * from './usage/slots.ts';
 
-const MODEL_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
-/** A stored or background response read again: `GET …/responses/{id}` (JSON or `stream=true`), `POST …/responses/{id}/cancel`. */
-const RESPONSE_PATH = /\/responses\/([^/]+)(?:\/cancel)?$/;
+/** What a family's usage readers know (src/metering/usage/<family>.ts). */
+export interface FamilyUsage<K extends EndpointKind = EndpointKind> {
+  /** The family's metered endpoint of a request path (query removed), or null (not one of this family's). */
+  endpoint(path: string): (MeteredEndpoint & { readonly kind: K }) | null;
+  /** The response schema of each of the family's readers. */
+  readonly schemas: Readonly<Record<K, JsonNode>>;
+  /** The family's raw counts as normalised parts (`v(slot)`: the count seen, else 0). */
+  parts(v: (slot: number) => number): UsageParts;
+}
 
-/** The metered endpoint of a request path, or null (not metered). */
+/** A family's counts before the common checks (see the header: what each count includes). */
+export interface UsageParts {
+  readonly input: number;
+  readonly cached: number;
+  readonly cacheWrite: number;
+  readonly output: number;
+  readonly reasoning: number;
+  /** The family reports tool-use prompt tokens (a part of input). */
+  readonly toolUse: boolean;
+}
+
+/** A family's readers as normalising sees them (their schemas are reached by kind: `responseSchema`). */
+export type FamilyReaders = Omit<FamilyUsage, 'schemas'>;
+
+/** The usage readers of each family: a family without its readers does not compile. */
+const USAGE: { readonly [F in Family]: FamilyReaders } = { openai: OPENAI_USAGE, anthropic: ANTHROPIC_USAGE, google: GOOGLE_USAGE };
+
+/** The readers of family `name`, or null: a family without readers is never read as another. */
+export function familyUsage(name: string): FamilyReaders | null {
+  return Object.hasOwn(USAGE, name) ? USAGE[name as Family] : null;
+}
+
+/** The metered endpoint of a request path, or null (not metered): the first family (registry order) that meters it. */
 export function meteredEndpoint(path: string): MeteredEndpoint | null {
   const p = pathOnly(path);
-  if (p.endsWith('/chat/completions')) return { family: 'openai', kind: 'chat', pathModel: null };
-  if (p.endsWith('/completions')) return { family: 'openai', kind: 'completions', pathModel: null };
-  if (p.endsWith('/embeddings')) return { family: 'openai', kind: 'embeddings', pathModel: null };
-  if (p.endsWith('/images/generations') || p.endsWith('/images/edits')) return { family: 'openai', kind: 'images', pathModel: null };
-  if (p.endsWith('/audio/transcriptions') || p.endsWith('/audio/translations')) return { family: 'openai', kind: 'audio', pathModel: null };
-  if (p.endsWith('/responses')) return { family: 'openai', kind: 'responses', pathModel: null, responseId: null };
-  const r = RESPONSE_PATH.exec(p);
-  if (r && r[1] !== 'input_tokens' && OWNED_ID_PATTERN.test(r[1]!)) return { family: 'openai', kind: 'responses', pathModel: null, responseId: r[1]! };
-  if (p.endsWith('/messages')) return { family: 'anthropic', kind: 'messages', pathModel: null };
-  const m = MODEL_PATH.exec(p);
-  if (m) {
-    let model: string | null;
-    try {
-      model = decodeURIComponent(m[1]!);
-    } catch {
-      model = null;
-    }
-    return { family: 'google', kind: m[2] === 'generateContent' ? 'generate' : 'stream-generate', pathModel: model };
+  for (let i = 0; i < FAMILIES.length; i++) {
+    const e = USAGE[FAMILIES[i]!].endpoint(p);
+    if (e !== null) return e;
   }
   return null;
 }
 
+/** Every reader's response schema. */
+const SCHEMAS: Readonly<Record<EndpointKind, JsonNode>> = { ...OPENAI_USAGE.schemas, ...ANTHROPIC_USAGE.schemas, ...GOOGLE_USAGE.schemas };
+
 // ---------------------------------------------------------------- schemas
-
-const openaiUsage = obj({
-  prompt_tokens: count(IN),
-  completion_tokens: count(OUT),
-  prompt_tokens_details: obj({ cached_tokens: count(CACHED), cache_write_tokens: count(CACHE_WRITE), audio_tokens: count(AUDIO_IN), image_tokens: count(IMAGE_IN) }),
-  completion_tokens_details: obj({ reasoning_tokens: count(REASONING), audio_tokens: count(AUDIO_OUT) }),
-});
-const toolCalls = arr(obj({ function: obj({ arguments: TEXT }) }));
-const openaiMessage = obj({ content: TEXT, refusal: TEXT, tool_calls: toolCalls });
-const OPENAI_CHAT = obj({
-  model: str(MODEL),
-  service_tier: str(SERVICE_TIER),
-  usage: openaiUsage,
-  choices: arr(obj({ message: openaiMessage, delta: openaiMessage, text: TEXT })),
-});
-const OPENAI_EMBEDDINGS = obj({ model: str(MODEL), usage: openaiUsage });
-
-const responsesUsage = obj({
-  input_tokens: count(IN),
-  output_tokens: count(OUT),
-  input_tokens_details: obj({ cached_tokens: count(CACHED) }),
-  output_tokens_details: obj({ reasoning_tokens: count(REASONING) }),
-});
-const responsesOutput = arr(obj({ content: arr(obj({ text: TEXT, refusal: TEXT })), arguments: TEXT, summary: arr(obj({ text: TEXT })) }));
-const OPENAI_RESPONSES = obj({
-  type: str(TYPE),
-  id: str(ID),
-  status: str(STATUS),
-  background: flag(BACKGROUND),
-  model: str(MODEL),
-  service_tier: str(SERVICE_TIER),
-  usage: responsesUsage,
-  output: responsesOutput,
-  // streamed: every event's `response` (its usage counts only in the final events), text deltas
-  response: obj({ id: str(ID), status: str(STATUS), background: flag(BACKGROUND), model: str(MODEL), service_tier: str(SERVICE_TIER), usage: responsesUsage }),
-  delta: TEXT,
-});
-
-/**
- * OpenAI images (`/images/generations`, `/images/edits`): JSON `usage`, or streamed (`stream: true`)
- * the `image_generation.completed` / `image_edit.completed` event's `usage`. The image data
- * (`b64_json`, megabytes) is skipped unread.
- */
-const OPENAI_IMAGES = obj({
-  type: str(TYPE),
-  model: str(MODEL),
-  usage: obj({
-    input_tokens: count(IN),
-    output_tokens: count(OUT),
-    input_tokens_details: obj({ text_tokens: count(TEXT_IN), image_tokens: count(IMAGE_IN) }),
-    output_tokens_details: obj({ image_tokens: count(IMAGE_OUT) }),
-  }),
-});
-
-/**
- * OpenAI audio transcription and translation: JSON `{text, usage}` where the model bills by token
- * (`usage.type: "tokens"`: `input_tokens`, `output_tokens`); streamed, the `transcript.text.done`
- * event's `usage` (text from `transcript.text.delta`). A `usage` by duration carries no tokens: the
- * output is then estimated from the text.
- */
-const OPENAI_AUDIO = obj({
-  type: str(TYPE),
-  model: str(MODEL),
-  text: TEXT,
-  delta: TEXT,
-  usage: obj({ input_tokens: count(IN), output_tokens: count(OUT) }),
-});
-
-const anthropicUsage = obj({
-  input_tokens: count(IN),
-  output_tokens: count(OUT),
-  cache_read_input_tokens: count(CACHED),
-  cache_creation_input_tokens: count(CACHE_WRITE),
-  cache_creation: obj({ ephemeral_1h_input_tokens: count(CACHE_WRITE_1H) }),
-  server_tool_use: obj({ web_search_requests: count(WEB_SEARCH) }),
-  service_tier: str(SERVICE_TIER),
-});
-const ANTHROPIC = obj({
-  type: str(TYPE),
-  model: str(MODEL),
-  usage: anthropicUsage,
-  content: arr(obj({ text: TEXT, thinking: TEXT })),
-  message: obj({ model: str(MODEL), usage: anthropicUsage }),
-  delta: obj({ text: TEXT, partial_json: TEXT, thinking: TEXT }),
-});
-
-const GOOGLE = obj({
-  modelVersion: str(MODEL),
-  usageMetadata: obj({
-    promptTokenCount: count(IN),
-    candidatesTokenCount: count(OUT),
-    cachedContentTokenCount: count(CACHED),
-    thoughtsTokenCount: count(REASONING),
-    toolUsePromptTokenCount: count(TOOL_USE),
-    promptTokensDetails: arr(byModality({ AUDIO: AUDIO_IN, IMAGE: IMAGE_IN })),
-    candidatesTokensDetails: arr(byModality({ AUDIO: AUDIO_OUT, IMAGE: IMAGE_OUT })),
-  }),
-  candidates: arr(obj({ content: obj({ parts: arr(obj({ text: TEXT })) }) })),
-});
 
 /** The request side: the model asked for, and the text of the input (for estimation). */
 export const REQUEST_SCHEMA: JsonNode = obj({
@@ -226,24 +122,7 @@ export const REQUEST_SCHEMA: JsonNode = obj({
 });
 
 export function responseSchema(kind: EndpointKind): JsonNode {
-  switch (kind) {
-    case 'chat':
-    case 'completions':
-      return OPENAI_CHAT;
-    case 'embeddings':
-      return OPENAI_EMBEDDINGS;
-    case 'responses':
-      return OPENAI_RESPONSES;
-    case 'images':
-      return OPENAI_IMAGES;
-    case 'audio':
-      return OPENAI_AUDIO;
-    case 'messages':
-      return ANTHROPIC;
-    case 'generate':
-    case 'stream-generate':
-      return GOOGLE;
-  }
+  return SCHEMAS[kind];
 }
 
 // ---------------------------------------------------------------- folding records
@@ -398,36 +277,18 @@ export function estimateTokens(codePoints: number): number {
 /**
  * The normalised counts of a response: the latest counts seen, and for any never seen (or not
  * final), an estimate from the generated text (`u.text`) or the request's input text
- * (`requestText`, null when keygate did not see the request body: then 0).
+ * (`requestText`, null when keygate did not see the request body: then 0). null: `family` has
+ * no usage readers (never read as another family's: nothing is booked).
  */
-export function normalise(family: Family, kind: EndpointKind, u: UsageState, requestText: number | null): TokenCounts {
+export function normalise(family: Family, kind: EndpointKind, u: UsageState, requestText: number | null): TokenCounts | null {
+  const reader = familyUsage(family);
+  if (reader === null) return null;
   const c = u.counts;
   const seen = (s: number) => u.seen[s] === 1;
   const v = (s: number) => (seen(s) ? c[s]! : 0);
   let estimated = false;
-  let input: number;
-  let cached: number;
-  let cacheWrite = 0;
-  let output: number;
-  let reasoning: number;
-  if (family === 'anthropic') {
-    cached = v(CACHED);
-    cacheWrite = v(CACHE_WRITE);
-    input = v(IN) + cached + cacheWrite;
-    output = v(OUT);
-    reasoning = 0;
-  } else if (family === 'google') {
-    input = v(IN) + v(TOOL_USE);
-    cached = v(CACHED);
-    reasoning = v(REASONING);
-    output = v(OUT) + reasoning;
-  } else {
-    input = v(IN);
-    cached = v(CACHED);
-    cacheWrite = v(CACHE_WRITE);
-    output = v(OUT);
-    reasoning = v(REASONING);
-  }
+  const parts = reader.parts(v);
+  let { input, cached, cacheWrite, output, reasoning } = parts;
   if (!seen(IN)) {
     estimated = true;
     input = Math.max(input, estimateTokens(requestText ?? 0));
@@ -468,7 +329,7 @@ export function normalise(family: Family, kind: EndpointKind, u: UsageState, req
   // an image model's output is image tokens: the whole output, unless the answer splits it
   // (`output_tokens_details.image_tokens`)
   const imageOut = kind === 'embeddings' ? 0 : kind === 'images' && !seen(IMAGE_OUT) ? output - audioOut : part(IMAGE_OUT, output - audioOut);
-  const toolUse = family === 'google' ? part(TOOL_USE, input) : 0;
+  const toolUse = parts.toolUse ? part(TOOL_USE, input) : 0;
   const webSearch = Math.min(v(WEB_SEARCH), MAX_TOKEN_COUNT);
   const counts: TokenCounts = { input_tokens: input, cached_input_tokens: cached, cache_write_tokens: cacheWrite, output_tokens: output, reasoning_tokens: reasoning, estimated };
   if (cw1h > 0) counts.cache_write_1h_tokens = cw1h;

@@ -12,7 +12,7 @@
  */
 import type { Credential, HeaderValue } from '../core/credentials.ts';
 import type { AllowRate, Decision, Deny } from '../core/decision.ts';
-import type { Family, PrefixRule } from '../core/family.ts';
+import type { Family, PrefixRule } from '../core/families/index.ts';
 import type { UpstreamCredential } from '../core/upstream-credential.ts';
 import type { EndpointTable } from '../core/model/index.ts';
 import { NO_RATES, type Rates } from '../schema/rates.ts';

@@ -12,7 +12,7 @@ import { parsePriceMultiplier, PRICE_MULTIPLIER_FIELD } from './account-price.ts
 import { PriceTable } from './prices.ts';
 import { parseGate, type Gate } from './money.ts';
 import { NO_RATES, NO_TOKEN_BLOCKS, parseRateFields, parseTokenBlocks, RATE_FIELDS, type Rates, type TokenBlocks } from './rates.ts';
-import { FAMILIES } from '../core/family.ts';
+import { FAMILIES } from '../core/families/index.ts';
 import { parseCredentialMarker } from '../core/upstream-credential.ts';
 import { OWNED_ID_PATTERN, OwnedField } from './owned.ts';
 import { AccountField, CredentialField, parseAccountBlocked, type AccountBilling, parseSidecarKey, SIDECAR_KEY_FIELDS, type ParsedKey, type Schema } from './redis-schema.ts';

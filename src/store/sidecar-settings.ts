@@ -18,7 +18,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { every, systemClock, type Clock } from '../core/clock.ts';
-import { FAMILIES, type Family } from '../core/family.ts';
+import { FAMILIES, type Family } from '../core/families/index.ts';
 import { formatBareProviders, parseBareProviders } from '../core/model/index.ts';
 import { LUA_NOW } from '../schema/lua-time.ts';
 import type { RedisClient } from './redis.ts';

@@ -6,7 +6,7 @@
 import { Counter, type Registry } from 'prom-client';
 import type { DecisionObserver } from '../authorizer.ts';
 import { ENDPOINT_REFUSALS } from '../core/endpoints/decision.ts';
-import { FAMILIES } from '../core/family.ts';
+import { FAMILIES } from '../core/families/index.ts';
 
 export function endpointRefusalObserver(registry: Registry): DecisionObserver {
   const c = new Counter({

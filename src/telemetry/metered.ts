@@ -5,7 +5,7 @@
  * metrics) subscribe only when they are on, so with none subscribed a booking costs one empty loop.
  * Observers must not throw and must not keep the object past the call.
  */
-import type { Family } from '../core/family.ts';
+import type { Family } from '../core/families/index.ts';
 
 /** The kind of generation call a metered endpoint is (the GenAI `gen_ai.operation.name` follows from it). */
 export type MeteredOperation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'images' | 'audio' | 'messages' | 'generate' | 'stream-generate';

@@ -11,7 +11,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type Histogram } from 'prom-client';
 import type { CheckOutcome, DecisionObserver } from '../authorizer.ts';
 import { DENY_CODES } from '../core/codes.ts';
-import { FAMILIES, type Family } from '../core/family.ts';
+import { FAMILIES, type Family } from '../core/families/index.ts';
 
 /** What a store may report; every field is optional (an uncached store reports nothing). */
 export interface StoreStats {

@@ -24,7 +24,7 @@ import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
 import type { CheckOutcome, DecisionObserver, CheckInput } from '../authorizer.ts';
-import type { Family } from '../core/family.ts';
+import { familyModule } from '../core/families/index.ts';
 import type { MeteredObserver, MeteredOperation, MeteredResponse } from './metered.ts';
 
 export interface OtelOptions {
@@ -56,8 +56,6 @@ export const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 26214
 /** Distinct model names kept as attribute values of the token histogram; later ones are `_other`. */
 export const MAX_MODELS = 200;
 
-/** `gen_ai.provider.name` of an entry family (the conventions' well-known values). */
-const PROVIDER: Record<Family, string> = { openai: 'openai', anthropic: 'anthropic', google: 'gcp.gemini' };
 /** `gen_ai.operation.name` of a metered endpoint. */
 const OPERATION: Record<MeteredOperation, string> = {
   chat: 'chat',
@@ -142,7 +140,7 @@ export function startOtel(o: OtelOptions, log: Logger): Otel {
         'keygate.family': m.family,
         'keygate.cost.micro_units': m.costMicros,
         'gen_ai.operation.name': OPERATION[m.operation],
-        'gen_ai.provider.name': PROVIDER[m.family],
+        'gen_ai.provider.name': familyModule(m.family).providerName,
         'gen_ai.usage.input_tokens': m.inputTokens,
         'gen_ai.usage.output_tokens': m.outputTokens,
       };
@@ -173,7 +171,7 @@ export function startOtel(o: OtelOptions, log: Logger): Otel {
       return name;
     };
     tokenUsage = (m: MeteredResponse) => {
-      const attributes: Attributes = { 'gen_ai.operation.name': OPERATION[m.operation], 'gen_ai.provider.name': PROVIDER[m.family] };
+      const attributes: Attributes = { 'gen_ai.operation.name': OPERATION[m.operation], 'gen_ai.provider.name': familyModule(m.family).providerName };
       const req = model(m.requestModel);
       const res = model(m.responseModel);
       if (req !== undefined) attributes['gen_ai.request.model'] = req;

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { CheckOutcome } from '../../src/authorizer.ts';
 import { DENY_CODES, DENY_STATUS } from '../../src/core/codes.ts';
 import { deny } from '../../src/core/decision.ts';
-import { FAMILIES } from '../../src/core/family.ts';
+import { FAMILIES } from '../../src/core/families/index.ts';
 import { checkResponse } from '../../src/transport/envoy/check.ts';
 import { GrpcStatus } from '../../src/transport/envoy/grpc.ts';
 import { authzResponse } from '../../src/transport/http/authz-response.ts';

@@ -1,6 +1,6 @@
 /** Every row of the family rules: route protocol, then the prefix table, then the bare path. */
 import { describe, expect, it } from 'vitest';
-import { familyFromPath, resolveFamily, type Family } from '../../src/core/family.ts';
+import { FAMILIES, familyFromPath, familyModule, findFamily, isFamily, resolveFamily, type Family } from '../../src/core/families/index.ts';
 
 describe('family from a bare path', () => {
   const rows: Array<[string, Family]> = [
@@ -58,5 +58,19 @@ describe('precedence', () => {
   it('a non-matching prefix falls through to the path', () => {
     expect(resolveFamily(undefined, '/v1/messages', table)).toBe('anthropic');
     expect(resolveFamily(undefined, '/anthropicx', table)).toBe('openai');
+  });
+});
+
+describe('the registry', () => {
+  it('knows each family by its name, and nothing else', () => {
+    for (const f of FAMILIES) {
+      expect(isFamily(f)).toBe(true);
+      expect(familyModule(f).name).toBe(f);
+      expect(findFamily(f)).toBe(familyModule(f));
+    }
+    for (const v of ['mistral', 'OpenAI', '', '__proto__', 'toString', 'constructor', 42, null, undefined]) {
+      expect(isFamily(v)).toBe(false);
+      if (typeof v === 'string') expect(findFamily(v)).toBeNull();
+    }
   });
 });

@@ -9,7 +9,7 @@ import { DENY_CODES, DENY_STATUS, type DenyCode } from '../../src/core/codes.ts'
 import { findCredential, KEY_HEADERS, trimOws, type HeaderValue } from '../../src/core/credentials.ts';
 import { deny } from '../../src/core/decision.ts';
 import { denyResponse } from '../../src/core/deny-response.ts';
-import { FAMILIES, resolveFamily, type Family } from '../../src/core/family.ts';
+import { FAMILIES, resolveFamily, type Family } from '../../src/core/families/index.ts';
 import { generateKey, isWellFormedKey, maskKey } from '../../src/core/key-format.ts';
 
 const KEY = generateKey();

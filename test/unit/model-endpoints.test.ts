@@ -6,7 +6,7 @@
  * with a message naming the rule, and the plain forms must still pass.
  */
 import { describe, expect, it } from 'vitest';
-import type { Family } from '../../src/core/family.ts';
+import type { Family } from '../../src/core/families/index.ts';
 import { compileModelEndpoints, readModel, type ModelRead } from '../../src/core/model/index.ts';
 
 const json = (model: unknown, extra: Record<string, unknown> = {}) => JSON.stringify({ ...extra, model, messages: [] });

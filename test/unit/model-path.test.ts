@@ -1,6 +1,6 @@
 /** Every path form that names a model (src/core/model/path.ts), and every way to make one ambiguous. */
 import { describe, expect, it } from 'vitest';
-import type { Family } from '../../src/core/family.ts';
+import type { Family } from '../../src/core/families/index.ts';
 import { readPathModel } from '../../src/core/model/path.ts';
 
 const read = (family: Family, method: string, path: string) => readPathModel(family, method, path);

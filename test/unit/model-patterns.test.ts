@@ -1,6 +1,6 @@
 /** Allowed-model patterns (docs/models.md): validation for the console, qualification and matching. */
 import { describe, expect, it } from 'vitest';
-import type { Family } from '../../src/core/family.ts';
+import type { Family } from '../../src/core/families/index.ts';
 import { allowsEveryModel, isValidModelPattern, modelAllowed, modelPatternError, qualifyModel } from '../../src/core/model/patterns.ts';
 import { couldBeReadAsModel, isValidModelName } from '../../src/core/model/names.ts';
 

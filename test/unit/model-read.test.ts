@@ -7,7 +7,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import OpenAI, { toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
-import { familyFromPath, type Family } from '../../src/core/family.ts';
+import { familyFromPath, type Family } from '../../src/core/families/index.ts';
 import { readModel, type ModelRead, type ModelRequest } from '../../src/core/model/index.ts';
 
 type Captured = Omit<ModelRequest, 'family' | 'bodyTruncated'>;

@@ -1,5 +1,6 @@
 /**
- * The endpoint catalog compiled for the Check (docs/endpoints.md): the family modules' rows and the
+ * The endpoint catalog compiled for the Check (docs/endpoints.md): the family modules' rows
+ * (src/core/families/<family>-endpoints.ts) and the
  * operator's (`KEYGATE_ENDPOINTS`) in one trie of path segments per family, so classifying a request
  * is one walk down its path (a map lookup per segment; a parameter, `{version}`, `{x}:verb` or `{**}`
  * child tried only when the literal does not lead to a row) — never a scan of the rows.
@@ -9,13 +10,11 @@
  * and as bare provider paths (`/v1/files`). A path with an empty, `.` or `..` segment, a character
  * outside a small ASCII set, or a `%` (except in the model of a free model-info path) is unknown.
  */
-import { FAMILIES, pathOnly, type Family, type PrefixRule } from '../family.ts';
-import { ANTHROPIC } from './anthropic.ts';
-import { GOOGLE } from './google.ts';
-import { OPENAI } from './openai.ts';
-import type { EndpointRow, FamilyCatalog } from './types.ts';
+import { FAMILIES, FAMILY_MODULES, pathOnly, type Family, type PrefixRule } from '../families/index.ts';
+import type { EndpointRow, FamilyCatalog } from '../families/endpoint-rows.ts';
 
-export const BUILTIN_CATALOGS: readonly FamilyCatalog[] = [OPENAI, ANTHROPIC, GOOGLE];
+/** The family modules' catalogs, in the registry's order. */
+export const BUILTIN_CATALOGS: readonly FamilyCatalog[] = FAMILY_MODULES.map((f) => f.catalog);
 
 /** A row the trie holds: the row, and where its `{id}` and `{model}` are among the path's segments. */
 export interface CompiledRow {

@@ -12,9 +12,9 @@
  */
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { FAMILIES, type Family } from '../family.ts';
+import { FAMILIES, type Family } from '../families/index.ts';
 import { templateError } from './catalog.ts';
-import { ENDPOINT_CLASSES, ENDPOINT_METHODS, MODEL_PLACES, USAGE_READERS, type EndpointRow } from './types.ts';
+import { ENDPOINT_CLASSES, ENDPOINT_METHODS, MODEL_PLACES, USAGE_READERS, type EndpointRow } from '../families/endpoint-rows.ts';
 
 export type OperatorRow = EndpointRow & { readonly family: Family };
 

@@ -12,13 +12,10 @@
  * `{model+}`: the model as one or more segments (OpenAI/Anthropic model resources, `%2F` decoded);
  * `{version}`: `v1`, `v1beta`, …; `{*}`: any plain segment (an id).
  */
-import { FAMILIES, type Family } from '../family.ts';
+import { FAMILIES, FAMILY_MODULES, isFamily, type Family } from '../families/index.ts';
+import type { ModelPlace } from '../families/types.ts';
 
-/**
- * Where a matched endpoint carries the model: `body` (JSON or multipart), `path` (a `{model}`
- * segment, the body absent or the same), or `google`/`resource` (read by path.ts).
- */
-export type ModelPlace = 'body' | 'path' | 'google' | 'resource';
+export type { ModelPlace } from '../families/types.ts';
 
 type Seg =
   | { readonly t: 'lit'; readonly v: string }
@@ -139,61 +136,8 @@ function endpoint(family: Family, methods: readonly string[], template: string, 
   return { family, methods: new Set(methods), segs, place: place ?? (models === 1 ? 'path' : 'body'), template };
 }
 
-const POST = ['POST'];
-const READ = ['GET', 'HEAD'];
-const RESOURCE = ['GET', 'HEAD', 'DELETE'];
-
-/** Body endpoints of the OpenAI API (JSON, or multipart for audio and image uploads). */
-const OPENAI_BODY = [
-  '/chat/completions',
-  '/completions',
-  '/embeddings',
-  '/responses',
-  '/responses/input_tokens',
-  '/moderations',
-  '/images/generations',
-  '/images/edits',
-  '/images/variations',
-  '/audio/speech',
-  '/audio/transcriptions',
-  '/audio/translations',
-];
-const AZURE = [
-  '/chat/completions',
-  '/completions',
-  '/embeddings',
-  '/images/generations',
-  '/audio/speech',
-  '/audio/transcriptions',
-  '/audio/translations',
-];
-const ENGINES = ['/chat/completions', '/completions', '/embeddings'];
-
-const GOOGLE_METHOD_FORMS = [
-  '/{version}/models/{model}',
-  '/{version}/publishers/{*}/models/{model}',
-  '/{version}/projects/{*}/locations/{*}/publishers/{*}/models/{model}',
-];
-
-/** Built-in tables, in match order: path forms before body forms. */
-export const BUILTIN_ENDPOINTS: readonly Endpoint[] = Object.freeze([
-  // OpenAI entry
-  ...AZURE.map((e) => endpoint('openai', POST, `/openai/deployments/{model}${e}`, 'path')),
-  ...ENGINES.map((e) => endpoint('openai', POST, `/engines/{model}${e}`, 'path')),
-  endpoint('openai', RESOURCE, '/v1/models/{model+}', 'resource'),
-  ...OPENAI_BODY.map((e) => endpoint('openai', POST, e, 'body')),
-  // Anthropic entry (and its OpenAI-compatible chat endpoint)
-  endpoint('anthropic', RESOURCE, '/v1/models/{model+}', 'resource'),
-  endpoint('anthropic', POST, '/messages', 'body'),
-  endpoint('anthropic', POST, '/messages/count_tokens', 'body'),
-  endpoint('anthropic', POST, '/complete', 'body'),
-  endpoint('anthropic', POST, '/chat/completions', 'body'),
-  // Google entry: Gemini and Vertex AI path forms, read by path.ts; OpenAI-compatible body forms
-  ...GOOGLE_METHOD_FORMS.map((e) => endpoint('google', ['POST', 'GET'], e.replace('{model}', '{model}:{*}'), 'google')),
-  ...GOOGLE_METHOD_FORMS.map((e) => endpoint('google', READ, e, 'google')),
-  endpoint('google', READ, '/{version}/models/{model}/operations/{*}', 'google'),
-  ...['/chat/completions', '/embeddings', '/images/generations'].map((e) => endpoint('google', POST, `/openai${e}`, 'body')),
-]);
+/** Built-in tables: each family's known endpoints (its module's `model.endpoints`, in match order: path forms before body forms). */
+export const BUILTIN_ENDPOINTS: readonly Endpoint[] = Object.freeze(FAMILY_MODULES.flatMap((f) => f.model.endpoints.map((e) => endpoint(f.name, e.methods, e.template, e.place))));
 
 /**
  * The operator's rows: `family:METHOD:/template`, comma-separated, e.g.
@@ -208,7 +152,7 @@ export function compileModelEndpoints(spec: string): EndpointTable {
     const family = item.slice(0, first);
     const method = item.slice(first + 1, second).toUpperCase();
     const template = item.slice(second + 1);
-    if (family !== 'openai' && family !== 'anthropic' && family !== 'google') throw new Error(`"${item}": family must be openai, anthropic or google`);
+    if (!isFamily(family)) throw new Error(`"${item}": family must be openai, anthropic or google`);
     if (!METHODS.has(method)) throw new Error(`"${item}": method must be one of ${[...METHODS].join(', ')}`);
     out.push(endpoint(family, [method], template));
   }

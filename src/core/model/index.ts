@@ -14,7 +14,7 @@
  *   3. every other place that could name a model — the body of a path endpoint, a `model` query
  *      parameter — is absent or names the same model.
  */
-import { pathOnly, type Family } from '../family.ts';
+import { pathOnly, type Family } from '../families/index.ts';
 import { MAX_SCAN_BYTES, bodyBytes, scanJsonModel, type JsonRefusal } from './json-scan.ts';
 import { isUtf8Charset, parseContentType } from './header-params.ts';
 import { scanMultipartModel, type MultipartRefusal } from './multipart.ts';

@@ -14,7 +14,7 @@
  * refused as ambiguous: a server that decodes or normalises it differently could route it to
  * another model.
  */
-import { pathOnly, type Family } from '../family.ts';
+import { familyModule, pathOnly, type Family } from '../families/index.ts';
 import { isValidModelName } from './names.ts';
 
 export type PathRefusal = 'ambiguous-path' | 'google-path-on-other-entry' | 'invalid-model-name';
@@ -70,11 +70,11 @@ function decodeModelPart(seg: string): string | null {
 
 const isReadMethod = (m: string) => m === 'GET' || m === 'HEAD';
 
-function googlePathModel(segs: readonly string[], at: number, method: string): PathRead {
+function googlePathModel(segs: readonly string[], at: number, method: string, ownPublisher: string | null): PathRead {
   const tail = segs.slice(at + 1);
   const publisher = at >= 2 && segs[at - 2] === 'publishers' ? segs[at - 1]! : null;
   if (publisher === null && !VERSION.test(segs[at - 1] ?? '')) return refused('ambiguous-path');
-  const qualify = (m: string) => (publisher === null || publisher === 'google' ? m : `${publisher}/${m}`);
+  const qualify = (m: string) => (publisher === null || publisher === ownPublisher ? m : `${publisher}/${m}`);
   const first = tail[0]!;
   if (tail.some((seg) => seg.includes(':'))) {
     const parts = first.split(':');
@@ -116,7 +116,8 @@ export function readPathModel(family: Family, method: string, path: string): Pat
   const segs = p.split('/');
   const at = segs.indexOf('models');
   if (loose !== 1 || at === -1 || segs[0] !== '') return refused('ambiguous-path');
-  const google = family === 'google';
+  const rules = familyModule(family).model;
+  const google = rules.pathForm === 'gemini';
   for (let i = 1; i < segs.length; i++) {
     const s = segs[i]!;
     if (s === '' || s === '.' || s === '..' || !RAW_SEGMENT.test(s)) return refused('ambiguous-path');
@@ -124,5 +125,5 @@ export function readPathModel(family: Family, method: string, path: string): Pat
   }
   if (at === segs.length - 1) return NONE; // a listing: `/v1/models`
   const m = method.toUpperCase();
-  return google ? googlePathModel(segs, at, m) : otherPathModel(segs, at, m);
+  return google ? googlePathModel(segs, at, m, rules.ownPublisher) : otherPathModel(segs, at, m);
 }

@@ -6,7 +6,7 @@
  * `modelPatternError` before writing them; the sidecar ignores any pattern that fails it (it can
  * never widen a key).
  */
-import type { Family } from '../family.ts';
+import { familyModule, type Family } from '../families/index.ts';
 import { isValidModelName, MAX_MODEL_LENGTH } from './names.ts';
 
 const PROVIDER = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -54,12 +54,11 @@ export function allowsEveryModel(patterns: readonly string[]): boolean {
  * only `*` matches it.
  */
 export function qualifyModel(model: string, family: Family): string {
+  const f = familyModule(family).model;
   let m = model.toLowerCase();
-  if (family === 'google' && m.startsWith('models/')) m = m.slice('models/'.length);
+  if (f.resourcePrefix !== null && m.startsWith(f.resourcePrefix)) m = m.slice(f.resourcePrefix.length);
   if (m.includes('/')) return m;
-  if (family === 'anthropic') return `anthropic/${m}`;
-  if (family === 'google') return `google/${m}`;
-  return m;
+  return f.bareProvider === null ? m : `${f.bareProvider}/${m}`;
 }
 
 /** Whether `model`, read at an entry of `family`, is allowed by any valid pattern in `allowed`. */

@@ -18,11 +18,12 @@ import { bodyBytes } from '../../core/model/json-scan.ts';
 import { refusedMessage, usageRefusal } from '../../core/include-usage.ts';
 import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
 import { scanReferences } from '../../core/endpoints/references.ts';
-import type { EndpointRow } from '../../core/endpoints/types.ts';
+import type { EndpointRow } from '../../core/families/endpoint-rows.ts';
 import type { Deny } from '../../core/decision.ts';
 import { isOwnedId, OWNED_RECORD, ownedRecordId, type OwnedState } from '../../schema/records.ts';
 import { isPending } from '../../store/record-source.ts';
 import type { DecisionState, Phase, PhaseAnswer } from '../phase.ts';
+import { familyModule } from '../../core/families/index.ts';
 
 /**
  * Whether the account has its own upstream credential for `provider` (SPEC 18): set by the
@@ -53,7 +54,7 @@ export function endpointRule(catalog: EndpointCatalog, opts: EndpointRuleOptions
       switch (row.class) {
         case 'metered':
         case 'free': {
-          if (guarantee && provider === 'openai' && (row.usage === 'chat' || row.usage === 'completions')) {
+          if (guarantee && familyModule(provider).streamUsageOption && (row.usage === 'chat' || row.usage === 'completions')) {
             const g = usageGuaranteed(d);
             if (g !== null) return g;
           }

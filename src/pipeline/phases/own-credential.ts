@@ -13,7 +13,7 @@
  */
 import { deny, type Deny } from '../../core/decision.ts';
 import { DENY_STATUS } from '../../core/codes.ts';
-import { FAMILIES, type Family } from '../../core/family.ts';
+import { FAMILIES, type Family } from '../../core/families/index.ts';
 import { PROVIDER_BIT, upstreamCredential, type CredentialHeaders, type UpstreamCredential } from '../../core/upstream-credential.ts';
 import type { Keyring } from '../../keys/crypto.ts';
 import { openCredential } from '../../keys/credential-crypto.ts';

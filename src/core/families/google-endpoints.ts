@@ -11,7 +11,7 @@
  * (`projects/{p}/locations/{l}/…`: batch prediction, tuning, cached contents, endpoints) are one
  * stateful subtree.
  */
-import { row, rows, type EndpointRow, type FamilyCatalog } from './types.ts';
+import { row, rows, type EndpointRow, type FamilyCatalog } from './endpoint-rows.ts';
 
 /** Custom methods on a model: [verb, class, usage reader, reads references]. */
 const MODEL_METHODS: readonly (readonly [string, EndpointRow['class'], EndpointRow['usage'], boolean])[] = [

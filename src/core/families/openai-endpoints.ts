@@ -10,7 +10,7 @@
  * Admin paths (`/v1/organization/**`, `/v1/projects/**`) and whole object families are subtrees of
  * one class (`{**}`); their member paths are listed in the SDK files named above.
  */
-import { CRUD, row, rows, withTrees, type EndpointRow, type FamilyCatalog } from './types.ts';
+import { CRUD, row, rows, withTrees, type EndpointRow, type FamilyCatalog } from './endpoint-rows.ts';
 
 const STATEFUL_TREES = [
   'files', 'uploads', 'vector_stores', 'assistants', 'threads', 'containers', 'conversations', 'evals', 'batches',

@@ -9,7 +9,7 @@
  * Admin paths (`/v1/organizations/**`) and the agent platform's object families are subtrees of one
  * class (`{**}`); their member paths are in the SDK files named above.
  */
-import { row, withTrees, type FamilyCatalog } from './types.ts';
+import { row, withTrees, type FamilyCatalog } from './endpoint-rows.ts';
 
 const STATEFUL_TREES = [
   'files', 'messages/batches', 'skills', 'organizations', 'agents', 'sessions', 'environments', 'memory_stores',

@@ -1,10 +1,10 @@
 /**
  * The endpoint catalog's vocabulary (docs/endpoints.md): every request path under a model entry has
  * exactly one class, and the catalog row says where its model is and which usage reader meters it.
- * Pure data types; the family modules (`openai.ts`, `anthropic.ts`, `google.ts`) hold the rows and
- * `catalog.ts` compiles them into a lookup.
+ * Pure data types; each family's rows are in `<family>-endpoints.ts` (its module's `catalog`), and
+ * src/core/endpoints/catalog.ts compiles them into a lookup.
  */
-import type { Family } from '../family.ts';
+import type { Family } from './index.ts';
 
 export const ENDPOINT_CLASSES = ['metered', 'free', 'owned', 'stateful', 'unbillable'] as const;
 /**
@@ -28,7 +28,7 @@ export const USAGE_READERS = ['chat', 'completions', 'embeddings', 'responses', 
 export type UsageReader = (typeof USAGE_READERS)[number];
 
 /** What a request body may name that belongs to the provider (checked at the Check: `references.ts`). */
-export type BodyRefs = 'openai' | 'anthropic' | 'google';
+export type BodyRefs = Family;
 
 export const ENDPOINT_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type EndpointMethod = (typeof ENDPOINT_METHODS)[number];
