@@ -81,6 +81,26 @@ function skipWs(b: Uint8Array, i: number, n: number): number {
 /** Set by skipString: whether the string just skipped had an escape sequence. */
 let sawEscape = false;
 
+/** Set by afterMember: whether the member just read was the object's last (its `}` read). */
+let closedObject = false;
+
+/**
+ * `i` after an object member's value (negative: the value was not JSON). Returns the index of the
+ * next member's key (after the `,` and whitespace), or the index after the closing `}` (and sets
+ * `closedObject`), or -1 when neither follows.
+ */
+function afterMember(b: Uint8Array, i: number, n: number): number {
+  closedObject = false;
+  if (i < 0) return -1;
+  i = skipWs(b, i, n);
+  if (i < n && b[i] === COMMA) return skipWs(b, i + 1, n);
+  if (i < n && b[i] === RBRACE) {
+    closedObject = true;
+    return i + 1;
+  }
+  return -1;
+}
+
 /**
  * The body as 32-bit words for skipping long string runs four bytes at a time: `words[k]` holds the
  * bytes at `wordStart + 4k` (the first 4-byte-aligned offset of the body's memory).
@@ -329,17 +349,9 @@ export function scanJsonModel(body: Uint8Array | string): JsonModelScan {
       } else {
         return refuse(key);
       }
+      i = afterMember(buf, i, n);
       if (i < 0) return refuse('invalid-json');
-      i = skipWs(buf, i, n);
-      if (i < n && buf[i] === COMMA) {
-        i = skipWs(buf, i + 1, n);
-        continue;
-      }
-      if (i < n && buf[i] === RBRACE) {
-        i++;
-        break;
-      }
-      return refuse('invalid-json');
+      if (closedObject) break;
     }
   }
   if (skipWs(buf, i, n) !== n) return refuse('invalid-json');
@@ -385,18 +397,9 @@ export function scanTopLevelKeys(buf: Buffer, names: readonly string[]): TopLeve
       }
       i = skipWs(buf, i, n);
       if (i >= n || buf[i] !== COLON) return INVALID_JSON;
-      i = skipValue(buf, i + 1, n);
+      i = afterMember(buf, skipValue(buf, i + 1, n), n);
       if (i < 0) return INVALID_JSON;
-      i = skipWs(buf, i, n);
-      if (i < n && buf[i] === COMMA) {
-        i = skipWs(buf, i + 1, n);
-        continue;
-      }
-      if (i < n && buf[i] === RBRACE) {
-        i++;
-        break;
-      }
-      return INVALID_JSON;
+      if (closedObject) break;
     }
   }
   return skipWs(buf, i, n) === n ? { kind: 'object', counts } : INVALID_JSON;
