@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { CLI_ACTOR } from '../src/console/management.ts';
 import type { ConsoleServer } from '../src/console-api/main.ts';
 import { priceBooking, redisBookingWrite } from '../src/metering/booker.ts';
@@ -163,5 +163,25 @@ describe('the export marks each entry: metered or recorded, estimated, unpriced'
       execFile(bin, ['usage', 'export', '--since', hourAgo(), '--account', acct], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', KEYGATE_NODE: process.execPath, REDIS_URL: redis.url }, timeout: 60_000 }, (err, out) => (err ? reject(err) : resolve(out))),
     );
     expect(lines.trim().split('\n').map((l) => pick(JSON.parse(l)))).toEqual(want);
+  });
+});
+
+describe('the default end of the span', () => {
+  it('is now, including what was booked in the current millisecond (a CI run once missed a booking made in the same ms)', async () => {
+    const acct = `now-${randomBytes(4).toString('hex')}`;
+    const key = (await srv.console.createKey({ account: acct, name: 'now' }, CLI_ACTOR)).id;
+    await srv.console.recordUsage({ keyId: key, amountMicros: 3, requestId: 'same-ms-1', model: 'gpt-4o', inputTokens: 1, outputTokens: 1 });
+    const [[id]] = (await db.xrange(srv.console.schema.usageLog(acct), '-', '+')) as [string, string[]][];
+    const bookedAt = Number(id!.split('-')[0]);
+    const since = new Date(bookedAt - 3600_000).toISOString();
+    // The request arrives in the very millisecond the booking was written (this process's clock pinned there).
+    const now = vi.spyOn(Date, 'now').mockReturnValue(bookedAt);
+    try {
+      const sum = await callApi(base, 'GET', `/v1/accounts/${acct}/usage?since=${since}&group_by=model`, { token: admin });
+      expect(sum.status).toBe(200);
+      expect(sum.body.total.requests).toBe(1);
+    } finally {
+      now.mockRestore();
+    }
   });
 });

@@ -45,7 +45,10 @@ export function registerUsageRoutes(app: FastifyInstance, mc: ConsoleService): v
       const { account } = req.params;
       requireAccount(req, account, `no account with id ${account}`);
       const q = req.query;
-      const s = await mc.usageSummary(account, { since: Date.parse(q.since), until: q.until === undefined ? Date.now() : Date.parse(q.until), groupBy: q.group_by });
+      // `until` is exclusive; its default, now, takes in the current millisecond too (a booking written
+      // in the millisecond the request arrives is in the summary).
+      const until = q.until === undefined ? Date.now() + 1 : Date.parse(q.until);
+      const s = await mc.usageSummary(account, { since: Date.parse(q.since), until, groupBy: q.group_by });
       return usageSummaryJson(s);
     },
   );
