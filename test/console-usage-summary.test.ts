@@ -171,8 +171,9 @@ describe('the default end of the span', () => {
     const acct = `now-${randomBytes(4).toString('hex')}`;
     const key = (await srv.console.createKey({ account: acct, name: 'now' }, CLI_ACTOR)).id;
     await srv.console.recordUsage({ keyId: key, amountMicros: 3, requestId: 'same-ms-1', model: 'gpt-4o', inputTokens: 1, outputTokens: 1 });
-    const [[id]] = (await db.xrange(srv.console.schema.usageLog(acct), '-', '+')) as [string, string[]][];
-    const bookedAt = Number(id!.split('-')[0]);
+    const entries = (await db.xrange(srv.console.schema.usageLog(acct), '-', '+')) as [string, string[]][];
+    expect(entries).toHaveLength(1);
+    const bookedAt = Number(entries[0]![0].split('-')[0]);
     const since = new Date(bookedAt - 3600_000).toISOString();
     // The request arrives in the very millisecond the booking was written (this process's clock pinned there).
     const now = vi.spyOn(Date, 'now').mockReturnValue(bookedAt);

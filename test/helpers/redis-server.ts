@@ -32,9 +32,13 @@ export interface RedisServer {
   start(): Promise<void>;
 }
 
-async function waitReady(port: number, timeoutMs = 10_000): Promise<void> {
+/** Thrown when redis-server exits before it answers (its port taken meanwhile, say): start again elsewhere. */
+class ExitedEarly extends Error {}
+
+async function waitReady(port: number, proc: ChildProcess, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new ExitedEarly(`redis-server on ${port} exited before it answered`);
     const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     c.on('error', () => {});
     try {
@@ -51,7 +55,7 @@ async function waitReady(port: number, timeoutMs = 10_000): Promise<void> {
 }
 
 export async function startRedis(extraArgs: string[] = []): Promise<RedisServer> {
-  const port = await freePort();
+  let port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'keygate-redis-'));
   let proc: ChildProcess | undefined;
   const clients: Redis[] = [];
@@ -61,9 +65,19 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs],
       { stdio: 'ignore' },
     );
-    await waitReady(port);
+    await waitReady(port, proc);
   };
-  await start();
+  // The free port can be taken between freePort() and the bind (many suites start servers at once):
+  // the first start tries again on another port when redis-server exits before it answers.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (e) {
+      if (!(e instanceof ExitedEarly) || attempt === 3) throw e;
+      port = await freePort();
+    }
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
