@@ -173,16 +173,17 @@ export function usageRefusal(body: Uint8Array): Refused | null {
 
 /**
  * `usageRefusal`'s rule, answering with what its scan read when the body is not refused (a JSON
- * object): `deep` names keys looked for at every depth meanwhile (`scanTopLevelKeys`), for the
- * Check's next reader of the same body.
+ * object): `deep` names keys looked for at every depth meanwhile, and `readModel` asks for the
+ * body's model as `scanJsonModel` reads it (`scanTopLevelKeys`), for the Check's next readers of
+ * the same body.
  */
-export function usageScan(body: Uint8Array, deep: KeyNames | null = null): Refused | TopLevelObject {
+export function usageScan(body: Uint8Array, deep: KeyNames | null = null, readModel = false): Refused | TopLevelObject {
   // The same answer as readForUsage's checks, from one validating pass that builds nothing (the
   // Check runs it on every chat body it holds): what JSON.parse accepts, the top-level keys as it decodes them.
   if (body.length > MAX_FORCE_BODY) return { kind: 'refused', reason: 'too-large' };
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length);
   if (!isUtf8(buf)) return { kind: 'refused', reason: 'invalid-json' };
-  const r = scanTopLevelKeys(buf, STREAM_KEYS, deep);
+  const r = scanTopLevelKeys(buf, STREAM_KEYS, deep, readModel);
   if (r.kind !== 'object') return { kind: 'refused', reason: r.kind };
   for (let k = 0; k < STREAM_KEYS.length; k++) if (r.counts[k]! > 1) return { kind: 'refused', reason: 'duplicate-key', key: STREAM_KEYS[k]! };
   return r;

@@ -419,6 +419,8 @@ export interface TopLevelObject {
   readonly longestNumber: number;
   /** The body's length in bytes. */
   readonly length: number;
+  /** When asked for (`readModel`): `scanJsonModel`'s answer for the same bytes. */
+  readonly model?: JsonModelScan;
 }
 
 /** What `scanTopLevelKeys` found, or why the body is not a JSON object. */
@@ -434,24 +436,30 @@ const NOT_OBJECT: TopLevelKeys = Object.freeze({ kind: 'not-object' });
  * is for `JSON.parse` of the bytes decoded with `Buffer#toString`. The caller checks UTF-8 and size.
  * `deep`: names looked for as keys at every depth (decoded likewise); the answer says whether one
  * was seen, with the nesting depth and the longest number, so that a later reader of the same
- * body with its own bounds can tell whether it has anything to find.
+ * body with its own bounds can tell whether it has anything to find. `readModel`: the answer also
+ * carries what `scanJsonModel` answers for the same bytes (read in the same pass: the top-level
+ * keys it classifies and the model's value), so that a body is not scanned twice.
  */
-export function scanTopLevelKeys(buf: Buffer, names: readonly string[], deep: KeyNames | null = null): TopLevelKeys {
+export function scanTopLevelKeys(buf: Buffer, names: readonly string[], deep: KeyNames | null = null, readModel = false): TopLevelKeys {
   deepNames = deep;
   try {
-    return topLevelKeys(buf, names);
+    return topLevelKeys(buf, names, readModel);
   } finally {
     deepNames = null;
   }
 }
 
-function topLevelKeys(buf: Buffer, names: readonly string[]): TopLevelKeys {
+function topLevelKeys(buf: Buffer, names: readonly string[], readModel: boolean): TopLevelKeys {
   const n = buf.length;
   wordsOf = buf;
   deepNamed = false;
   deepest = 0;
   longestNumber = 0;
   const counts = names.map(() => 0);
+  // scanJsonModel's reading: its refusal at a top-level key (the first, in order), the model's value
+  let modelRefusal: JsonModelScan | null = null;
+  let modelStart = -1;
+  let modelEnd = -1;
   let i = skipWs(buf, 0, n);
   if (i >= n) return INVALID_JSON;
   if (buf[i] !== LBRACE) {
@@ -473,14 +481,30 @@ function topLevelKeys(buf: Buffer, names: readonly string[]): TopLevelKeys {
         const name = names[k]!;
         if (sawEscape ? decodeString(buf, keyStart, i) === name : len === name.length && sameAscii(buf, keyStart + 1, name)) counts[k]!++;
       }
+      const key = readModel && modelRefusal === null ? classifyKey(buf, keyStart, i, sawEscape) : KEY_OTHER;
       i = skipWs(buf, i, n);
       if (i >= n || buf[i] !== COLON) return INVALID_JSON;
-      i = afterMember(buf, skipValue(buf, i + 1, n), n);
+      const valueStart = skipWs(buf, i + 1, n);
+      const valueEnd = skipValue(buf, valueStart, n);
+      if (key === KEY_MODEL) {
+        if (modelStart !== -1) modelRefusal = refuse('duplicate-model');
+        else if (valueStart >= n || buf[valueStart] !== QUOTE) modelRefusal = refuse('not-string');
+        else {
+          modelStart = valueStart;
+          modelEnd = valueEnd;
+        }
+      } else if (key !== KEY_OTHER) modelRefusal = refuse(key);
+      i = afterMember(buf, valueEnd, n);
       if (i < 0) return INVALID_JSON;
       if (closedObject) break;
     }
   }
-  return skipWs(buf, i, n) === n ? { kind: 'object', counts, deepNamed, depth: deepest + 1, longestNumber, length: n } : INVALID_JSON;
+  if (skipWs(buf, i, n) !== n) return INVALID_JSON;
+  const object = { kind: 'object', counts, deepNamed, depth: deepest + 1, longestNumber, length: n } as const;
+  if (!readModel) return object;
+  const model =
+    n > MAX_SCAN_BYTES ? refuse('too-large') : (modelRefusal ?? (modelStart === -1 ? ABSENT : { kind: 'model' as const, model: decodeString(buf, modelStart, modelEnd) }));
+  return { ...object, model };
 }
 
 /** Whether the bytes at `at` are `name`'s (its length already checked). */

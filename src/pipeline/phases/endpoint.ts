@@ -100,8 +100,12 @@ function usageGuaranteed(d: DecisionState): (Deny & { kind?: undefined }) | TopL
   const { body, bodyTruncated } = d.input;
   if (body === undefined || body.length === 0 || bodyTruncated) return null;
   const bytes = bodyBytes(body);
-  const r = bytes === null ? ({ kind: 'refused', reason: 'invalid-json' } as const) : usageScan(bytes, REFERENCE_KEYS);
-  if (r.kind === 'object') return r;
+  // a restricted key's model rule reads the model from the same pass (`bodyModel`)
+  const r = bytes === null ? ({ kind: 'refused', reason: 'invalid-json' } as const) : usageScan(bytes, REFERENCE_KEYS, d.grant!.models !== null);
+  if (r.kind === 'object') {
+    d.bodyModel = r.model ?? null;
+    return r;
+  }
   return { allow: false, code: 'USAGE_NOT_GUARANTEED', status: DENY_STATUS.USAGE_NOT_GUARANTEED, keyId: d.grant!.id, detail: refusedMessage(r), refusal: 'unreadable' };
 }
 
