@@ -16,7 +16,7 @@
  * is not an object → replaced by the object.
  */
 import { isUtf8 } from 'node:buffer';
-import { scanTopLevelKeys } from './model/json-scan.ts';
+import { scanTopLevelKeys, type KeyNames, type TopLevelObject } from './model/json-scan.ts';
 
 /**
  * The largest body changed: above what the shipped envoy.yaml sends (its buffer limit is 9 MiB), so
@@ -167,15 +167,26 @@ function readForUsage(body: Uint8Array): Refused | Read {
  * refusal comes before the upstream there too (docs/metering.md, "Asking for usage").
  */
 export function usageRefusal(body: Uint8Array): Refused | null {
+  const r = usageScan(body);
+  return r.kind === 'refused' ? r : null;
+}
+
+/**
+ * `usageRefusal`'s rule, answering with what its scan read when the body is not refused (a JSON
+ * object): `deep` names keys looked for at every depth meanwhile, and `readModel` asks for the
+ * body's model as `scanJsonModel` reads it (`scanTopLevelKeys`), for the Check's next readers of
+ * the same body.
+ */
+export function usageScan(body: Uint8Array, deep: KeyNames | null = null, readModel = false): Refused | TopLevelObject {
   // The same answer as readForUsage's checks, from one validating pass that builds nothing (the
   // Check runs it on every chat body it holds): what JSON.parse accepts, the top-level keys as it decodes them.
   if (body.length > MAX_FORCE_BODY) return { kind: 'refused', reason: 'too-large' };
   const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.length);
   if (!isUtf8(buf)) return { kind: 'refused', reason: 'invalid-json' };
-  const r = scanTopLevelKeys(buf, STREAM_KEYS);
+  const r = scanTopLevelKeys(buf, STREAM_KEYS, deep, readModel);
   if (r.kind !== 'object') return { kind: 'refused', reason: r.kind };
   for (let k = 0; k < STREAM_KEYS.length; k++) if (r.counts[k]! > 1) return { kind: 'refused', reason: 'duplicate-key', key: STREAM_KEYS[k]! };
-  return null;
+  return r;
 }
 
 /** The top-level keys a repeat of which refuses the body, in the order they are checked. */

@@ -15,6 +15,7 @@ import type { AllowRate, Decision, Deny } from '../core/decision.ts';
 import type { Family, PrefixRule } from '../core/families/index.ts';
 import type { UpstreamCredential } from '../core/upstream-credential.ts';
 import type { EndpointTable } from '../core/model/index.ts';
+import type { JsonModelScan } from '../core/model/json-scan.ts';
 import { NO_RATES, type Rates } from '../schema/rates.ts';
 import type { RateGate } from '../schema/records.ts';
 import type { AccountBilling } from '../schema/redis-schema.ts';
@@ -96,6 +97,11 @@ export class DecisionState {
   billing: AccountBilling = 'metered';
   /** Set by `account`: the account's gate (wallet empty, keys over their spend limit, token rates used up). */
   gate: RateGate | 'corrupt' | null = null;
+  /**
+   * Set by `endpoint` when its usage guarantee scanned the whole body as a JSON object for a
+   * restricted key: `scanJsonModel`'s answer for those bytes, which `model` then need not scan again; else null.
+   */
+  bodyModel: JsonModelScan | null = null;
   /** Set by `model`: the resolved model when it was read (restricted keys), else null. */
   model: string | null = null;
   /** Set by `rate-limit` on a request it allows of a key or account with rates: what the allow carries. */

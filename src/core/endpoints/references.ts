@@ -12,7 +12,7 @@
  * nesting. A body that is not JSON is unreadable (refused: USAGE_NOT_GUARANTEED), as is one cut short.
  */
 import { isUtf8 } from 'node:buffer';
-import { bodyBytes, lastStringEscaped, MAX_SCAN_BYTES, skipJsonString } from '../model/json-scan.ts';
+import { bodyBytes, KeyNames, lastStringEscaped, MAX_SCAN_BYTES, skipJsonString, type TopLevelObject } from '../model/json-scan.ts';
 
 /** What a reference names that is not a tracked (owned) object. */
 export type StatefulRef = 'conversation' | 'file' | 'vector store' | 'container' | 'stored prompt' | 'cached content';
@@ -49,6 +49,21 @@ const ARRAY_KEYS = new Map<string, StatefulRef>([
 ]);
 /** Google file URIs: a Files API resource, or a Cloud Storage object read with the gateway's identity. */
 const URI_KEYS = new Set(['fileUri', 'file_uri']);
+/** Every key a reference hangs on (an object's `id` counts only below `OBJECT_KEYS`). */
+export const REFERENCE_KEYS = KeyNames.of([...STRING_KEYS.keys(), ...OBJECT_KEYS.keys(), ...ARRAY_KEYS.keys(), ...URI_KEYS]);
+/** The longest number or literal token read. */
+const MAX_SCALAR = 400;
+
+/**
+ * Whether `scanReferences` can find anything in a body that a validating scan (`scanTopLevelKeys`
+ * with `REFERENCE_KEYS` at every depth) read as a JSON object: false only when it
+ * would read the body as naming no reference: no key is one a reference hangs on (escapes
+ * decoded), and the body is within this scan's bounds (size, nesting, token length), so it would
+ * not refuse it either. Property-tested against `scanReferences`.
+ */
+export function mayNameReferences(s: TopLevelObject): boolean {
+  return s.deepNamed || s.depth > MAX_DEPTH || s.longestNumber > MAX_SCALAR || s.length > MAX_SCAN_BYTES;
+}
 const PROVIDER_FILE_URI = /^(?:gs:\/\/|files\/|https?:\/\/generativelanguage\.googleapis\.com\/)/i;
 
 const unreadable = (reason: string): RefScan => ({ kind: 'unreadable', reason });
@@ -220,7 +235,7 @@ function scalarEnd(b: Buffer, i: number): number {
     const c = b[j]!;
     if (c === 0x2c || c === 0x7d || c === 0x5d || WS[c] === 1) break;
     j++;
-    if (j - i > 400) return -1;
+    if (j - i > MAX_SCALAR) return -1;
   }
   const t = b.toString('latin1', i, j);
   return t === 'true' || t === 'false' || t === 'null' || NUMBER.test(t) ? j : -1;

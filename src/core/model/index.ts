@@ -15,7 +15,7 @@
  *      parameter — is absent or names the same model.
  */
 import { pathOnly, type Family } from '../families/index.ts';
-import { MAX_SCAN_BYTES, bodyBytes, scanJsonModel, type JsonRefusal } from './json-scan.ts';
+import { MAX_SCAN_BYTES, bodyBytes, scanJsonModel, type JsonModelScan, type JsonRefusal } from './json-scan.ts';
 import { isUtf8Charset, parseContentType } from './header-params.ts';
 import { scanMultipartModel, type MultipartRefusal } from './multipart.ts';
 import { matchEndpoint, type EndpointTable } from './endpoints.ts';
@@ -37,6 +37,8 @@ export interface ModelRequest {
   readonly body: Uint8Array | string | undefined;
   /** True when the proxy says the body was cut short (allow_partial_message). */
   readonly bodyTruncated: boolean;
+  /** `scanJsonModel(body)`, when a scan of the same bytes already read it (the Check's usage guarantee). */
+  readonly bodyJsonModel?: JsonModelScan;
   /** The operator's extra endpoints (KEYGATE_MODEL_ENDPOINTS), tried before the built-in ones. */
   readonly endpoints?: EndpointTable;
 }
@@ -157,7 +159,7 @@ function scanBody(req: ModelRequest & { readonly body: Uint8Array | string }): {
       return 'content-type';
     }
   }
-  const r = kind === 'multipart' ? scanMultipartModel(bytes, boundary!) : scanJsonModel(bytes);
+  const r = kind === 'multipart' ? scanMultipartModel(bytes, boundary!) : (req.bodyJsonModel ?? scanJsonModel(bytes));
   return r.kind === 'refused' ? r.refusal : r;
 }
 
@@ -195,7 +197,7 @@ function agreesWithBody(req: ModelRequest, model: string): boolean {
   if (!hasBody(req.body) || req.bodyTruncated) return true;
   const ct = req.contentType === undefined ? null : parseContentType(req.contentType);
   if (ct !== null && ct.value === 'multipart/form-data') return true;
-  const r = scanJsonModel(req.body);
+  const r = req.bodyJsonModel ?? scanJsonModel(req.body);
   if (r.kind === 'absent') return true;
   if (r.kind === 'refused') {
     return r.refusal === 'invalid-json' || r.refusal === 'not-object' || r.refusal === 'invalid-utf8' || r.refusal === 'too-large';

@@ -212,12 +212,56 @@ function skipLiteral(b: Uint8Array, i: number, n: number, lit: readonly number[]
   return i + lit.length;
 }
 
+/**
+ * Key names looked for at every depth by `scanTopLevelKeys` (`KeyNames.of`): their bytes by length,
+ * for comparing an unescaped key without decoding it, and the names, for a decoded (escaped) one.
+ */
+export class KeyNames {
+  readonly names: ReadonlySet<string>;
+  readonly byLength: readonly (readonly Uint8Array[] | undefined)[];
+
+  private constructor(names: ReadonlySet<string>, byLength: readonly (readonly Uint8Array[] | undefined)[]) {
+    this.names = names;
+    this.byLength = byLength;
+  }
+
+  /** The names (each ASCII). */
+  static of(names: Iterable<string>): KeyNames {
+    const set = new Set(names);
+    const byLength: Uint8Array[][] = [];
+    for (const name of set) {
+      if (!/^[\x20-\x7e]*$/.test(name)) throw new Error(`KeyNames: ${JSON.stringify(name)} is not printable ASCII`);
+      (byLength[name.length] ??= []).push(Buffer.from(name, 'latin1'));
+    }
+    return new KeyNames(set, byLength);
+  }
+
+  /** Whether the key token `b[start, end)` (quotes included; `escaped`: it has an escape) is one of the names, as JSON.parse decodes it. */
+  has(b: Buffer, start: number, end: number, escaped: boolean): boolean {
+    if (escaped) return this.names.has(decodeString(b, start, end));
+    const same = this.byLength[end - start - 2];
+    if (same === undefined) return false;
+    for (const name of same) if (sameBytes(b, start + 1, name)) return true;
+    return false;
+  }
+}
+
+/** Set by scanTopLevelKeys for skipValue: the names looked for at every depth (null: none), and what was seen. */
+let deepNames: KeyNames | null = null;
+let deepNamed = false;
+/** Set by skipValue: the deepest container nesting it opened (empty containers included), the longest number it read. */
+let deepest = 0;
+let longestNumber = 0;
+
 /** After `,` or `{` in an object: `ws "key" ws : `; returns the index after the colon, or -1. */
 function skipKeyColon(b: Uint8Array, i: number, n: number): number {
   i = skipWs(b, i, n);
   if (i >= n || b[i] !== QUOTE) return -1;
+  const start = i;
+  sawEscape = false;
   i = skipString(b, i, n);
   if (i < 0) return -1;
+  if (deepNames !== null && !deepNamed) deepNamed = deepNames.has(b as Buffer, start, i, sawEscape);
   i = skipWs(b, i, n);
   return i < n && b[i] === COLON ? i + 1 : -1;
 }
@@ -233,6 +277,7 @@ function skipValue(b: Uint8Array, i: number, n: number): number {
     if (i >= n) return -1;
     let c = b[i]!;
     if (c === LBRACE || c === LBRACKET) {
+      if (depth >= deepest) deepest = depth + 1;
       i = skipWs(b, i + 1, n);
       if (i >= n) return -1;
       if (b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
@@ -250,7 +295,9 @@ function skipValue(b: Uint8Array, i: number, n: number): number {
     } else if (c === QUOTE) {
       i = skipString(b, i, n);
     } else if (c === MINUS || (c >= 0x30 && c <= 0x39)) {
+      const start = i;
       i = skipNumber(b, i, n);
+      if (i - start > longestNumber) longestNumber = i - start;
     } else if (c === 0x74) {
       i = skipLiteral(b, i, n, TRUE);
     } else if (c === 0x66) {
@@ -359,8 +406,25 @@ export function scanJsonModel(body: Uint8Array | string): JsonModelScan {
   return { kind: 'model', model: decodeString(buf, modelStart, modelEnd) };
 }
 
-/** What `scanTopLevelKeys` found: how often each asked name is a top-level key, or why the body is not a JSON object. */
-export type TopLevelKeys = { readonly kind: 'object'; readonly counts: readonly number[] } | { readonly kind: 'invalid-json' | 'not-object' };
+/** A JSON object as `scanTopLevelKeys` read it. */
+export interface TopLevelObject {
+  readonly kind: 'object';
+  /** How often each asked name is a top-level key. */
+  readonly counts: readonly number[];
+  /** Whether a key at any depth (the top level's included) is one of the names asked for at every depth. */
+  readonly deepNamed: boolean;
+  /** The deepest nesting of containers, the top-level object counting 1 (empty containers included). */
+  readonly depth: number;
+  /** The longest number token, in bytes (0: none). */
+  readonly longestNumber: number;
+  /** The body's length in bytes. */
+  readonly length: number;
+  /** When asked for (`readModel`): `scanJsonModel`'s answer for the same bytes. */
+  readonly model?: JsonModelScan;
+}
+
+/** What `scanTopLevelKeys` found, or why the body is not a JSON object. */
+export type TopLevelKeys = TopLevelObject | { readonly kind: 'invalid-json' | 'not-object' };
 const INVALID_JSON: TopLevelKeys = Object.freeze({ kind: 'invalid-json' });
 const NOT_OBJECT: TopLevelKeys = Object.freeze({ kind: 'not-object' });
 
@@ -370,11 +434,32 @@ const NOT_OBJECT: TopLevelKeys = Object.freeze({ kind: 'not-object' });
  * (keys compared as `JSON.parse` decodes them, escapes included), without building any value.
  * Stricter than `scanJsonModel` on one point: a leading byte-order mark is invalid JSON here, as it
  * is for `JSON.parse` of the bytes decoded with `Buffer#toString`. The caller checks UTF-8 and size.
+ * `deep`: names looked for as keys at every depth (decoded likewise); the answer says whether one
+ * was seen, with the nesting depth and the longest number, so that a later reader of the same
+ * body with its own bounds can tell whether it has anything to find. `readModel`: the answer also
+ * carries what `scanJsonModel` answers for the same bytes (read in the same pass: the top-level
+ * keys it classifies and the model's value), so that a body is not scanned twice.
  */
-export function scanTopLevelKeys(buf: Buffer, names: readonly string[]): TopLevelKeys {
+export function scanTopLevelKeys(buf: Buffer, names: readonly string[], deep: KeyNames | null = null, readModel = false): TopLevelKeys {
+  deepNames = deep;
+  try {
+    return topLevelKeys(buf, names, readModel);
+  } finally {
+    deepNames = null;
+  }
+}
+
+function topLevelKeys(buf: Buffer, names: readonly string[], readModel: boolean): TopLevelKeys {
   const n = buf.length;
   wordsOf = buf;
+  deepNamed = false;
+  deepest = 0;
+  longestNumber = 0;
   const counts = names.map(() => 0);
+  // scanJsonModel's reading: its refusal at a top-level key (the first, in order), the model's value
+  let modelRefusal: JsonModelScan | null = null;
+  let modelStart = -1;
+  let modelEnd = -1;
   let i = skipWs(buf, 0, n);
   if (i >= n) return INVALID_JSON;
   if (buf[i] !== LBRACE) {
@@ -391,18 +476,41 @@ export function scanTopLevelKeys(buf: Buffer, names: readonly string[]): TopLeve
       i = skipString(buf, i, n);
       if (i < 0) return INVALID_JSON;
       const len = i - keyStart - 2;
+      if (deepNames !== null && !deepNamed) deepNamed = deepNames.has(buf, keyStart, i, sawEscape);
       for (let k = 0; k < names.length; k++) {
         const name = names[k]!;
         if (sawEscape ? decodeString(buf, keyStart, i) === name : len === name.length && sameAscii(buf, keyStart + 1, name)) counts[k]!++;
       }
+      const key = readModel && modelRefusal === null ? classifyKey(buf, keyStart, i, sawEscape) : KEY_OTHER;
       i = skipWs(buf, i, n);
       if (i >= n || buf[i] !== COLON) return INVALID_JSON;
-      i = afterMember(buf, skipValue(buf, i + 1, n), n);
+      const valueStart = skipWs(buf, i + 1, n);
+      const valueEnd = skipValue(buf, valueStart, n);
+      if (key === KEY_MODEL) {
+        if (modelStart !== -1) modelRefusal = refuse('duplicate-model');
+        else if (valueStart >= n || buf[valueStart] !== QUOTE) modelRefusal = refuse('not-string');
+        else {
+          modelStart = valueStart;
+          modelEnd = valueEnd;
+        }
+      } else if (key !== KEY_OTHER) modelRefusal = refuse(key);
+      i = afterMember(buf, valueEnd, n);
       if (i < 0) return INVALID_JSON;
       if (closedObject) break;
     }
   }
-  return skipWs(buf, i, n) === n ? { kind: 'object', counts } : INVALID_JSON;
+  if (skipWs(buf, i, n) !== n) return INVALID_JSON;
+  const object = { kind: 'object', counts, deepNamed, depth: deepest + 1, longestNumber, length: n } as const;
+  if (!readModel) return object;
+  const model =
+    n > MAX_SCAN_BYTES ? refuse('too-large') : (modelRefusal ?? (modelStart === -1 ? ABSENT : { kind: 'model' as const, model: decodeString(buf, modelStart, modelEnd) }));
+  return { ...object, model };
+}
+
+/** Whether the bytes at `at` are `name`'s (its length already checked). */
+function sameBytes(b: Uint8Array, at: number, name: Uint8Array): boolean {
+  for (let k = 0; k < name.length; k++) if (b[at + k] !== name[k]) return false;
+  return true;
 }
 
 /** Whether the bytes at `at` are the ASCII `name` (its length already checked). */

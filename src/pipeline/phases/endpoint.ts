@@ -14,10 +14,10 @@
  */
 import { DENY_STATUS } from '../../core/codes.ts';
 import { endpointDeny, unreadableDeny } from '../../core/endpoints/decision.ts';
-import { bodyBytes } from '../../core/model/json-scan.ts';
-import { refusedMessage, usageRefusal } from '../../core/include-usage.ts';
+import { bodyBytes, type TopLevelObject } from '../../core/model/json-scan.ts';
+import { refusedMessage, usageScan } from '../../core/include-usage.ts';
 import type { EndpointCatalog } from '../../core/endpoints/catalog.ts';
-import { scanReferences } from '../../core/endpoints/references.ts';
+import { mayNameReferences, REFERENCE_KEYS, scanReferences } from '../../core/endpoints/references.ts';
 import type { EndpointRow } from '../../core/families/endpoint-rows.ts';
 import type { Deny } from '../../core/decision.ts';
 import { isOwnedId, OWNED_RECORD, ownedRecordId, type OwnedState } from '../../schema/records.ts';
@@ -56,7 +56,11 @@ export function endpointRule(catalog: EndpointCatalog, opts: EndpointRuleOptions
         case 'free': {
           if (guarantee && familyModule(provider).streamUsageOption && (row.usage === 'chat' || row.usage === 'completions')) {
             const g = usageGuaranteed(d);
-            if (g !== null) return g;
+            if (g !== null) {
+              if (g.kind !== 'object') return g;
+              // the scan that validated the body also looked for every key a reference hangs on
+              if (!mayNameReferences(g)) return null;
+            }
           }
           return row.refs === undefined ? null : references(d, provider);
         }
@@ -87,13 +91,21 @@ function ownedAnswer(d: DecisionState, s: OwnedState): Deny | null {
   return typeof s === 'object' && s.account === d.grant!.account ? null : endpointDeny('owned', d.grant!.id);
 }
 
-/** A whole chat or completions body metering could not make ask for usage: the refusal (SPEC 15), else null. */
-function usageGuaranteed(d: DecisionState): Deny | null {
+/**
+ * A whole chat or completions body metering could not make ask for usage: the refusal (SPEC 15);
+ * else the JSON object its scan read (with whether a reference key is in it), or null when there is
+ * no whole body.
+ */
+function usageGuaranteed(d: DecisionState): (Deny & { kind?: undefined }) | TopLevelObject | null {
   const { body, bodyTruncated } = d.input;
   if (body === undefined || body.length === 0 || bodyTruncated) return null;
   const bytes = bodyBytes(body);
-  const r = bytes === null ? ({ kind: 'refused', reason: 'invalid-json' } as const) : usageRefusal(bytes);
-  if (r === null) return null;
+  // a restricted key's model rule reads the model from the same pass (`bodyModel`)
+  const r = bytes === null ? ({ kind: 'refused', reason: 'invalid-json' } as const) : usageScan(bytes, REFERENCE_KEYS, d.grant!.models !== null);
+  if (r.kind === 'object') {
+    d.bodyModel = r.model ?? null;
+    return r;
+  }
   return { allow: false, code: 'USAGE_NOT_GUARANTEED', status: DENY_STATUS.USAGE_NOT_GUARANTEED, keyId: d.grant!.id, detail: refusedMessage(r), refusal: 'unreadable' };
 }
 

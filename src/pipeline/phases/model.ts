@@ -17,6 +17,7 @@ export const model: Phase = {
       contentType: firstValue(input.header('content-type')),
       body: input.body,
       bodyTruncated: input.bodyTruncated,
+      bodyJsonModel: d.bodyModel ?? undefined,
       endpoints: d.env.modelEndpoints,
     });
     const m = modelDeny(grant.id, grant.models, r, d.family);
