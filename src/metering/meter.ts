@@ -176,7 +176,8 @@ export class Meter {
     }
     let multiplier: bigint | undefined;
     try {
-      multiplier = await this.#d.accountMultiplier?.(o.booking.account);
+      const v = this.#d.accountMultiplier?.(o.booking.account);
+      multiplier = v === undefined || typeof v === 'bigint' ? v : await v; // the cached record: no extra turn of the microtask queue
     } catch (err) {
       // The account record could not be read (the store is down): the standard rate, logged; the basis says 1.
       this.#d.log.warn({ requestId: o.booking.request_id, err: { message: asError(err).message } }, 'metering: the account price multiplier could not be read; priced at 1');

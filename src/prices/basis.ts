@@ -43,7 +43,7 @@ export interface PricedResult {
   readonly basis: PriceBasis;
 }
 
-const mult = (v: bigint) => scaledToDecimal(v, 6);
+const mult = (v: bigint) => (v === ONE_SCALED ? '1' : scaledToDecimal(v, 6));
 
 /** Prices a usage: what the response named (`model`), what was asked (`requested`), at `at` (epoch ms). */
 export function priceUsage(o: {
@@ -82,7 +82,7 @@ export function priceUsage(o: {
       catalog_version: version,
       tier: c.tier,
       service_tier: st,
-      multiplier: scaledToDecimal(sm * am, 12),
+      multiplier: sm === ONE_SCALED && am === ONE_SCALED ? '1' : scaledToDecimal(sm * am, 12),
       parts: c.parts,
       service_tier_multiplier: mult(sm),
       account_multiplier: mult(am),

@@ -36,9 +36,11 @@ export function numberText(n: number): string {
 export function scaledToDecimal(v: bigint, scale: number): string {
   const neg = v < 0n;
   const a = (neg ? -v : v).toString().padStart(scale + 1, '0');
-  const int = a.slice(0, a.length - scale);
-  const frac = a.slice(a.length - scale).replace(/0+$/, '');
-  return `${neg ? '-' : ''}${int}${frac ? `.${frac}` : ''}`;
+  const point = a.length - scale;
+  let end = a.length; // the trailing zeros of the fraction dropped (a loop: this runs per booking)
+  while (end > point && a.charCodeAt(end - 1) === 48) end--;
+  const int = a.slice(0, point);
+  return `${neg ? '-' : ''}${int}${end > point ? `.${a.slice(point, end)}` : ''}`;
 }
 
 /** Six decimals: micro-units of a currency unit, and the scale of multipliers. */

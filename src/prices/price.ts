@@ -92,19 +92,21 @@ export function tierOf(spec: PriceSpec, inputTokens: number): PriceTier | null {
 export function usageParts(u: PricedUsage): Partial<Record<PriceClass, number>> {
   const n = (v: number | undefined) => (v !== undefined && v > 0 ? v : 0);
   const cw1h = Math.min(n(u.cache_write_1h_tokens), n(u.cache_write_tokens));
-  const parts: Partial<Record<PriceClass, number>> = {
-    input: Math.max(0, n(u.input_tokens) - n(u.cached_input_tokens) - n(u.cache_write_tokens) - n(u.input_audio_tokens) - n(u.input_image_tokens)),
-    cached_input: n(u.cached_input_tokens),
-    cache_write: n(u.cache_write_tokens) - cw1h,
-    cache_write_1h: cw1h,
-    input_audio: n(u.input_audio_tokens),
-    input_image: n(u.input_image_tokens),
-    output: Math.max(0, n(u.output_tokens) - n(u.output_audio_tokens) - n(u.output_image_tokens)),
-    output_audio: n(u.output_audio_tokens),
-    output_image: n(u.output_image_tokens),
-    web_search: n(u.web_search_requests),
+  const parts: Partial<Record<PriceClass, number>> = {};
+  // in this order, only the non-zero ones (no `delete`: it turns the object into a slow dictionary)
+  const put = (k: PriceClass, v: number) => {
+    if (v !== 0) parts[k] = v;
   };
-  for (const k of Object.keys(parts) as PriceClass[]) if (parts[k] === 0) delete parts[k];
+  put('input', Math.max(0, n(u.input_tokens) - n(u.cached_input_tokens) - n(u.cache_write_tokens) - n(u.input_audio_tokens) - n(u.input_image_tokens)));
+  put('cached_input', n(u.cached_input_tokens));
+  put('cache_write', n(u.cache_write_tokens) - cw1h);
+  put('cache_write_1h', cw1h);
+  put('input_audio', n(u.input_audio_tokens));
+  put('input_image', n(u.input_image_tokens));
+  put('output', Math.max(0, n(u.output_tokens) - n(u.output_audio_tokens) - n(u.output_image_tokens)));
+  put('output_audio', n(u.output_audio_tokens));
+  put('output_image', n(u.output_image_tokens));
+  put('web_search', n(u.web_search_requests));
   return parts;
 }
 
@@ -140,6 +142,10 @@ const SCALE = 10n ** 18n; // per million tokens (10^6) × two multipliers (10^6 
 export function costOf(spec: PriceSpec, u: PricedUsage, serviceMultiplier: bigint = ONE_SCALED, accountMultiplier: bigint = ONE_SCALED): Cost {
   const tier = tierOf(spec, u.input_tokens);
   const parts = usageParts(u);
+  if (serviceMultiplier === ONE_SCALED && accountMultiplier === ONE_SCALED) {
+    const fast = unitCost(spec, tier, parts);
+    if (fast !== null) return fast;
+  }
   let total = 0n;
   const out: Record<string, string> = {};
   const counts: Record<string, number> = {};
@@ -157,4 +163,48 @@ export function costOf(spec: PriceSpec, u: PricedUsage, serviceMultiplier: bigin
   }
   const amount = (total + SCALE - 1n) / SCALE;
   return { amount, tier: tier?.above ?? null, serviceMultiplier, accountMultiplier, parts: out, counts, prices };
+}
+
+/**
+ * `costOf` at both multipliers 1 in safe integers (the usual booking; BigInt arithmetic was most of
+ * a booking's pricing): each part × its price is then micro-units × 10^-6, the amount its ceiling.
+ * The same text and amount as the BigInt form; null (use that form) when a product or the sum is
+ * past Number.MAX_SAFE_INTEGER.
+ */
+function unitCost(spec: PriceSpec, tier: PriceTier | null, parts: Partial<Record<PriceClass, number>>): Cost | null {
+  let total = 0;
+  const out: Record<string, string> = {};
+  const counts: Record<string, number> = {};
+  const prices: Record<string, number> = {};
+  for (const c of PRICE_CLASSES) {
+    const k = parts[c];
+    if (k === undefined) continue;
+    const price = classPrice(spec, tier, c);
+    if (price > MAX_SAFE) return null;
+    const p = Number(price);
+    const v = c === 'web_search' ? k * p * 1000 : k * p;
+    if (!Number.isSafeInteger(v)) return null;
+    total += v;
+    if (!Number.isSafeInteger(total)) return null;
+    out[c] = millionthsText(v);
+    counts[c] = k;
+    prices[c] = p;
+  }
+  const rest = total % 1_000_000;
+  const amount = BigInt((total - rest) / 1_000_000 + (rest > 0 ? 1 : 0));
+  return { amount, tier: tier?.above ?? null, serviceMultiplier: ONE_SCALED, accountMultiplier: ONE_SCALED, parts: out, counts, prices };
+}
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** `scaledToDecimal(BigInt(v), 6)` of a safe non-negative integer. */
+function millionthsText(v: number): string {
+  const frac = v % 1_000_000;
+  const int = (v - frac) / 1_000_000;
+  if (frac === 0) return String(int);
+  let f = String(frac).padStart(6, '0');
+  let end = f.length;
+  while (f.charCodeAt(end - 1) === 48) end--;
+  f = f.slice(0, end);
+  return `${int}.${f}`;
 }

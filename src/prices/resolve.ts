@@ -29,6 +29,8 @@ export interface TableLookup {
   get(field: string): PriceSpec | undefined;
   /** Every field (lower case). */
   fields(): Iterable<string>;
+  /** Changes whenever an entry does; absent: resolutions are not remembered for this table. */
+  readonly version?: number;
 }
 
 /** Per table and catalog: its fields sorted, and catalog model (`provider/id`) → the first table name that resolves to it (or none). */
@@ -97,14 +99,44 @@ function byName(table: TableLookup, catalog: PriceCatalog | null, provider: stri
     if (alias !== null) tc = { spec: table.get(alias)!, field: alias };
   }
   if (tc !== null) return { spec: tc.spec, rule: requested ? 'requested-table-catalog-model' : 'table-catalog-model', model: tc.field, source: 'table', catalogModel: cmName };
-  return { spec: specAt(cm, at), rule: requested ? 'requested-catalog' : 'catalog', model: cmName!, source: 'catalog', catalogModel: cmName };
+  const r: Resolution = { spec: specAt(cm, at), rule: requested ? 'requested-catalog' : 'catalog', model: cmName!, source: 'catalog', catalogModel: cmName };
+  if (cm.variants.length > 1) timed.add(r);
+  return r;
 }
+
+/** Resolutions whose price depends on the time (a catalog model with dated or time-of-day variants): never remembered. */
+const timed = new WeakSet<Resolution>();
+
+/** The most (provider, model, requested) resolutions remembered per table (then the memory starts again). */
+const MAX_RESOLVED = 10_000;
+
+/** Per table: its version and catalog when remembered, and (provider, model, requested) → the resolution. */
+const resolved = new WeakMap<TableLookup, { version: number; catalog: PriceCatalog | null; map: Map<string, Resolution | null> }>();
 
 /**
  * The price of a booking: `model` as the response named it (null: unknown), `requested` the model
  * the request asked for (null: not seen), `provider` the entry's family, `at` the booking time.
  */
 export function resolvePrice(table: TableLookup, catalog: PriceCatalog | null, provider: string, model: string | null, requested: string | null, at: number): Resolution | null {
+  const version = table.version;
+  if (version === undefined) return resolveNow(table, catalog, provider, model, requested, at);
+  let c = resolved.get(table);
+  if (c === undefined || c.version !== version || c.catalog !== catalog) resolved.set(table, (c = { version, catalog, map: new Map() }));
+  const key = `${provider}\u0000${nameKey(model)}${nameKey(requested)}`;
+  const hit = c.map.get(key);
+  if (hit !== undefined) return hit;
+  const r = resolveNow(table, catalog, provider, model, requested, at);
+  if (r === null || !timed.has(r)) {
+    if (c.map.size >= MAX_RESOLVED) c.map.clear();
+    c.map.set(key, r);
+  }
+  return r;
+}
+
+/** A name in a resolution's key: its length first, so that no two (model, requested) pairs share a key; null: `-`. */
+const nameKey = (n: string | null) => (n === null ? '-' : `${n.length}:${n}`);
+
+function resolveNow(table: TableLookup, catalog: PriceCatalog | null, provider: string, model: string | null, requested: string | null, at: number): Resolution | null {
   if (model !== null && model !== '') {
     const r = byName(table, catalog, provider, model, at, false);
     if (r !== null) return r;

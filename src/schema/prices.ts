@@ -208,8 +208,12 @@ export class PriceTable implements TableLookup {
     return t;
   }
 
+  /** Grows with every `set` (a resolution remembered for this table is good while it stays). */
+  version = 0;
+
   set(model: string, p: PriceRecord): void {
     this.prices.set(priceField(model), specOf(p));
+    this.version++;
   }
 
   get(field: string): PriceSpec | undefined {
