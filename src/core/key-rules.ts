@@ -3,7 +3,7 @@
  * page's form (which checks every field at once, before sending) and the console library (which
  * checks again before any write). Pure; no I/O, no zod (the page bundles this file).
  */
-import { modelPatternError } from './model/patterns.ts';
+import { modelPatternError } from './model/pattern-rules.ts';
 
 /** Limits the console enforces (the schema's `LIMITS`; docs/redis-schema.md §Limits). */
 export const KEY_LIMITS = {

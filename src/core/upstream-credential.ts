@@ -4,7 +4,7 @@
  * trip as its status), which header each provider's credential travels in, and what a credential may
  * contain (a header value: visible ASCII, no separators a proxy would split on). Pure.
  */
-import { FAMILIES, isFamily, type Family } from './families/index.ts';
+import { FAMILIES, isFamily, type Family } from './families/names.ts';
 
 /** One bit per provider; an account's set of providers is their OR (0: none). */
 export const PROVIDER_BIT: Readonly<Record<Family, number>> = Object.freeze({ openai: 1, anthropic: 2, google: 4 });

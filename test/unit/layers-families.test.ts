@@ -57,7 +57,7 @@ describe('protocol families', () => {
   });
 
   it('one module per family, each registered under its own name', () => {
-    const shared = new Set(['index.ts', 'types.ts', 'endpoint-rows.ts']);
+    const shared = new Set(['index.ts', 'names.ts', 'types.ts', 'endpoint-rows.ts']);
     const modules = readdirSync(join(ROOT, ROOM)).filter((f) => f.endsWith('.ts') && !shared.has(f) && !f.endsWith('-endpoints.ts'));
     const catalogs = readdirSync(join(ROOT, ROOM)).filter((f) => f.endsWith('-endpoints.ts'));
     expect(catalogs.map((f) => f.slice(0, -'-endpoints.ts'.length)).sort()).toEqual([...FAMILIES].sort());

@@ -13,9 +13,9 @@ import type { ProtocolFamily } from './types.ts';
 
 export type { ProtocolFamily } from './types.ts';
 
-/** The family names, in the registry's order (the docs' and the catalog's order). */
-export const FAMILIES = ['openai', 'anthropic', 'google'] as const;
-export type Family = (typeof FAMILIES)[number];
+import { FAMILIES, isFamily, type Family } from './names.ts';
+
+export { FAMILIES, isFamily, type Family } from './names.ts';
 
 /** The family modules by name: a family without a module (or a module without a name) does not compile. */
 const MODULES: { readonly [F in Family]: ProtocolFamily<F> } = { openai: OPENAI, anthropic: ANTHROPIC, google: GOOGLE };
@@ -47,10 +47,6 @@ for (const f of FAMILY_MODULES) {
 function isModelMethodPath(p: string): boolean {
   const m = p.lastIndexOf('/models/');
   return m !== -1 && p.indexOf(':', m + 8) !== -1;
-}
-
-export function isFamily(value: unknown): value is Family {
-  return typeof value === 'string' && Object.hasOwn(MODULES, value);
 }
 
 /** The module of family `name` (a `Family`: compile-checked). */
