@@ -37,6 +37,8 @@ export class Reader {
   /** A varint's low 32 bits, unsigned (tags, enums; a negative int32 takes 10 bytes on the wire). */
   u32(end: number): number {
     const b = this.buf;
+    // one byte (every tag keygate reads, most lengths): the loop's first turn, without the loop
+    if (this.pos < end && b[this.pos]! < 0x80) return b[this.pos++]!;
     let x = 0;
     for (let i = 0; i < 10; i++) {
       if (this.pos >= end) throw new WireError('truncated varint');
@@ -67,7 +69,7 @@ export class Reader {
   }
 
   len(end: number): number {
-    const n = this.long(end);
+    const n = this.pos < end && this.buf[this.pos]! < 0x80 ? this.buf[this.pos++]! : this.long(end);
     if (n < 0 || n > end - this.pos) throw new WireError('length past the end');
     return n;
   }
