@@ -142,10 +142,12 @@ const SCALE = 10n ** 18n; // per million tokens (10^6) × two multipliers (10^6 
 export function costOf(spec: PriceSpec, u: PricedUsage, serviceMultiplier: bigint = ONE_SCALED, accountMultiplier: bigint = ONE_SCALED): Cost {
   const tier = tierOf(spec, u.input_tokens);
   const parts = usageParts(u);
-  if (serviceMultiplier === ONE_SCALED && accountMultiplier === ONE_SCALED) {
-    const fast = unitCost(spec, tier, parts);
-    if (fast !== null) return fast;
-  }
+  // At both multipliers 1 (the usual booking) the parts are summed in safe integers, in units of
+  // 10^-6 micro-units (BigInt arithmetic was most of a booking's pricing); past
+  // Number.MAX_SAFE_INTEGER the sum so far moves to the BigInt scale (× 10^12) and goes on there.
+  // The same amount and the same texts either way.
+  let unit = serviceMultiplier === ONE_SCALED && accountMultiplier === ONE_SCALED;
+  let small = 0;
   let total = 0n;
   const out: Record<string, string> = {};
   const counts: Record<string, number> = {};
@@ -154,46 +156,36 @@ export function costOf(spec: PriceSpec, u: PricedUsage, serviceMultiplier: bigin
     const k = parts[c];
     if (k === undefined) continue;
     const price = classPrice(spec, tier, c);
+    counts[c] = k;
+    prices[c] = Number(price);
+    if (unit && price <= MAX_SAFE) {
+      const p = Number(price);
+      const v = c === 'web_search' ? k * p * 1000 : k * p;
+      if (Number.isSafeInteger(v) && Number.isSafeInteger(small + v)) {
+        small += v;
+        out[c] = millionthsText(v);
+        continue;
+      }
+    }
+    if (unit) {
+      unit = false;
+      total = BigInt(small) * UNIT_TO_SCALE;
+    }
     const perMillionUnits = c === 'web_search' ? BigInt(k) * price * 1000n : BigInt(k) * price;
     const v = perMillionUnits * serviceMultiplier * accountMultiplier;
     total += v;
     out[c] = scaledToDecimal(v, 18);
-    counts[c] = k;
-    prices[c] = Number(price);
   }
-  const amount = (total + SCALE - 1n) / SCALE;
+  let amount: bigint;
+  if (unit) {
+    const rest = small % 1_000_000;
+    amount = BigInt((small - rest) / 1_000_000 + (rest > 0 ? 1 : 0));
+  } else amount = (total + SCALE - 1n) / SCALE;
   return { amount, tier: tier?.above ?? null, serviceMultiplier, accountMultiplier, parts: out, counts, prices };
 }
 
-/**
- * `costOf` at both multipliers 1 in safe integers (the usual booking; BigInt arithmetic was most of
- * a booking's pricing): each part × its price is then micro-units × 10^-6, the amount its ceiling.
- * The same text and amount as the BigInt form; null (use that form) when a product or the sum is
- * past Number.MAX_SAFE_INTEGER.
- */
-function unitCost(spec: PriceSpec, tier: PriceTier | null, parts: Partial<Record<PriceClass, number>>): Cost | null {
-  let total = 0;
-  const out: Record<string, string> = {};
-  const counts: Record<string, number> = {};
-  const prices: Record<string, number> = {};
-  for (const c of PRICE_CLASSES) {
-    const k = parts[c];
-    if (k === undefined) continue;
-    const price = classPrice(spec, tier, c);
-    if (price > MAX_SAFE) return null;
-    const p = Number(price);
-    const v = c === 'web_search' ? k * p * 1000 : k * p;
-    if (!Number.isSafeInteger(v)) return null;
-    total += v;
-    if (!Number.isSafeInteger(total)) return null;
-    out[c] = millionthsText(v);
-    counts[c] = k;
-    prices[c] = p;
-  }
-  const rest = total % 1_000_000;
-  const amount = BigInt((total - rest) / 1_000_000 + (rest > 0 ? 1 : 0));
-  return { amount, tier: tier?.above ?? null, serviceMultiplier: ONE_SCALED, accountMultiplier: ONE_SCALED, parts: out, counts, prices };
-}
+/** From the safe-integer sum's unit (10^-6 micro-units) to the BigInt scale's (10^-18): both multipliers' 10^6. */
+const UNIT_TO_SCALE = 10n ** 12n;
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
