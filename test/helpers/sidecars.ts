@@ -117,8 +117,13 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, what: stri
   }
 }
 
+/**
+ * Until every sidecar's cache is tracking. 45 s: on a loaded machine (the whole suite, a browser
+ * starting beside it) heartbeats miss the 250 ms staleness bound and drop tracking again and again
+ * before it holds; a full suite run once waited out 20 s here.
+ */
 export const waitTracking = (...sc: TestSidecar[]) =>
-  waitFor(() => sc.every((x) => x.sidecar.store.stats().tracking), 'cache tracking on every sidecar');
+  waitFor(() => sc.every((x) => x.sidecar.store.stats().tracking), 'cache tracking on every sidecar', 45_000);
 
 /**
  * Checks `key` twice: allowed both times, the second with key record, account state and gate from
