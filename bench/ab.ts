@@ -3,7 +3,7 @@
  *
  *   scripts/node bench/ab.ts --baseline DIR [--case valid|malformed|unknown|rated] [--baseline-case CASE] [--shape 4x16] [--rounds N] [--duration S] [--out FILE]
  *
- * DIR is another checkout of keygate with its node_modules (e.g. `git worktree add /tmp/before
+ * DIR is another checkout of keygate with its node_modules (e.g. `git worktree add ../keygate-before
  * <commit>` and a symlink to this tree's node_modules). Both sidecars run as child processes on one
  * redis-server and one seeded key; h2load drives each in turn, a warm-up round first, then rounds
  * in alternating order. Prints (and with --out writes) a markdown table: the median requests/s and

@@ -5,7 +5,7 @@
  *   scripts/node bench/round4.ts --baseline DIR …                    (the same, directly)
  *   OPA_ENVOY_BIN=/path/to/opa …                                      adds OPA-Envoy beside keygate
  *
- * DIR is a checkout of the tree before the round's rules (`git worktree add /tmp/before 462d0cc^`
+ * DIR is a checkout of the tree before the round's rules (`git worktree add ../keygate-before 462d0cc^`
  * with a symlink to this tree's node_modules, as for bench/ab.ts); without it the rows that need it
  * say "not run". One redis-server; every target in its own process: keygate (this tree), keygate
  * (the tree before), the grpc-js no-op Check floor, the bare node:http2 Check limit, the bare
