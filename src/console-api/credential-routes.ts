@@ -14,8 +14,8 @@ import { FAMILIES } from '../core/families/index.ts';
 import { CREDENTIAL_MAX_CHARS, CREDENTIAL_MIN_CHARS, CREDENTIAL_PATTERN } from '../core/upstream-credential.ts';
 import { requireAccount } from './auth.ts';
 import { AccountId, ErrorBody } from './schemas.ts';
+import { SECURITY } from './route-common.ts';
 
-const SECURITY = [{ managementToken: [] }];
 const Credential = z.object({
   provider: z.enum(FAMILIES),
   hint: z.string().describe('the last four characters'),

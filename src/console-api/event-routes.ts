@@ -22,9 +22,8 @@ import { loadWebhookConfig } from '../events/config.ts';
 import { EVENT_TYPES } from '../events/types.ts';
 import type { Endpoint } from '../events/webhooks.ts';
 import { deadJson, webhookJson } from '../events/views.ts';
+import { SECURITY, iso } from './route-common.ts';
 
-const SECURITY = [{ managementToken: [] }];
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function isKeySelfRoute(url: string): boolean {
   return url === '/v1/key' || url.startsWith('/v1/key?');

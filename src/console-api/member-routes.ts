@@ -14,6 +14,7 @@ import { MEMBER_ID_PATTERN, memberJson, ROLES } from '../console/members.ts';
 import type { ConsoleService } from '../console/service.ts';
 import { requireAccount } from './auth.ts';
 import * as S from './schemas.ts';
+import { SECURITY } from './route-common.ts';
 
 const Role = z.enum(ROLES).describe('owner: everything the account-scoped token may do, plus members and webhooks; developer: create keys, and reveal, edit, roll and revoke the keys they created; viewer: read only');
 export const Member = z.object({
@@ -33,7 +34,6 @@ const AddBody = z
 /** Every route: 401, 429, 500, 503; a read also 400 and 404; a change also 403 (a role, a session without its CSRF token), 413 and 415. */
 const errs = (...codes: number[]) => Object.fromEntries([400, 401, 404, 429, 500, 503, ...codes].map((c) => [c, S.ErrorBody]));
 const changeErrs = (...codes: number[]) => errs(403, 413, 415, ...codes);
-const SECURITY = [{ managementToken: [] }];
 
 export function registerMemberRoutes(app: FastifyInstance, mc: ConsoleService): void {
   const r = app.withTypeProvider<ZodTypeProvider>();

@@ -13,8 +13,8 @@ import { PRICE_MODEL_MAX_CHARS, priceJson } from '../console/prices.ts';
 import { EXTRA_CLASSES, MAX_PRICE_MICROS, MAX_PRICE_TIERS, MAX_SERVICE_TIERS } from '../schema/prices.ts';
 import { requireAllAccounts } from './auth.ts';
 import { ErrorBody } from './schemas.ts';
+import { SECURITY } from './route-common.ts';
 
-const SECURITY = [{ managementToken: [] }];
 const perMillion = (what: string) => z.number().int().min(0).max(MAX_PRICE_MICROS).describe(`micro-units per million ${what} tokens`);
 
 const Price = z.object({

@@ -10,8 +10,8 @@ import type { ConsoleService } from '../console/service.ts';
 import { TOKEN_KINDS, USAGE_GROUPINGS, USAGE_SUMMARY_MAX_DAYS, usageSummaryJson } from '../console/usage-summary.ts';
 import { requireAccount } from './auth.ts';
 import { AccountParams, ErrorBody } from './schemas.ts';
+import { SECURITY } from './route-common.ts';
 
-const SECURITY = [{ managementToken: [] }];
 const instant = z.iso.datetime({ offset: true });
 const Sums = { requests: z.number(), amount_micros: z.number(), tokens: z.object(Object.fromEntries(TOKEN_KINDS.map((k) => [k, z.number()])) as Record<(typeof TOKEN_KINDS)[number], z.ZodNumber>) };
 const Summary = z.object({
