@@ -19,7 +19,7 @@ import { rateKeys } from '../src/schema/rates.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { callApi, useTestConsole, type ApiCallOptions, type ApiResponse } from './helpers/console-api.ts';
 import type { RedisServer } from './helpers/redis-server.ts';
-import { chatRequest, outcomeOf, startStack, startTestSidecar, type TestSidecar } from './helpers/sidecars.ts';
+import { chatRequest, outcomeOf, startStack, startTestSidecar, waitTracking, type TestSidecar } from './helpers/sidecars.ts';
 
 let redis: RedisServer;
 let db: Redis;
@@ -515,6 +515,8 @@ describe('bare_models', () => {
       expect(await c.console.bareModels()).toEqual(one);
 
       plain = await startTestSidecar(stack.redis.url);
+      // Its store linked first: a loaded CI run once answered a cold lookup AUTH_UNAVAILABLE here (the lookup deadline).
+      await waitTracking(plain);
       expect(await answer(plain, k.key, 'gpt-4o-mini')).toBe('MODEL_NOT_ALLOWED');
       const mixed = { openai: { rule: 'mixed', provider: null }, anthropic: none, google: { rule: 'mixed', provider: null } };
       expect(await bare(a)).toEqual(mixed);
