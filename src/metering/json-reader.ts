@@ -56,26 +56,45 @@ export interface JsonNode {
   readonly modalityOf?: readonly (readonly [string, number])[];
 }
 
+/**
+ * A node with every field present (absent ones undefined), in one order: the reader reads a field
+ * of the node at every value, and nodes of one shape keep those reads monomorphic (a schema of
+ * mixed literal shapes made each read a megamorphic lookup, most of the reader's time).
+ */
+function node(n: JsonNode): JsonNode {
+  return {
+    keys: n.keys,
+    keyNodes: n.keyNodes,
+    items: n.items,
+    count: n.count,
+    str: n.str,
+    flag: n.flag,
+    text: n.text,
+    deepText: n.deepText,
+    modalityOf: n.modalityOf,
+  };
+}
+
 /** An object node: its members by name (ASCII names without escapes: the only ones matched). */
 export function obj(members: Record<string, JsonNode>): JsonNode {
   const names = Object.keys(members);
-  return { keys: names.map((k) => Buffer.from(k, 'latin1')), keyNodes: names.map((k) => members[k]!) };
+  return node({ keys: names.map((k) => Buffer.from(k, 'latin1')), keyNodes: names.map((k) => members[k]!) });
 }
 export function arr(items: JsonNode): JsonNode {
-  return { items };
+  return node({ items });
 }
-export const count = (slot: number): JsonNode => ({ count: slot });
-export const str = (slot: number): JsonNode => ({ str: slot });
-export const flag = (slot: number): JsonNode => ({ flag: slot });
-export const TEXT: JsonNode = { text: true };
+export const count = (slot: number): JsonNode => node({ count: slot });
+export const str = (slot: number): JsonNode => node({ str: slot });
+export const flag = (slot: number): JsonNode => node({ flag: slot });
+export const TEXT: JsonNode = node({ text: true });
 /** The slots a modality element reads into before it is folded (reserved: the last number and string slots). */
 export const MODALITY_COUNT_SLOT = 14;
 export const MODALITY_STRING_SLOT = 5;
 /** An object of `{modality, tokenCount}` whose count goes to its modality's slot. */
 export function byModality(slots: Record<string, number>): JsonNode {
-  return { ...obj({ modality: { str: MODALITY_STRING_SLOT }, tokenCount: { count: MODALITY_COUNT_SLOT } }), modalityOf: Object.entries(slots) };
+  return node({ ...obj({ modality: str(MODALITY_STRING_SLOT), tokenCount: count(MODALITY_COUNT_SLOT) }), modalityOf: Object.entries(slots) });
 }
-export const DEEP_TEXT: JsonNode = { deepText: true };
+export const DEEP_TEXT: JsonNode = node({ deepText: true });
 
 /** Number slots per record. */
 export const SLOT_COUNT = 15;
@@ -108,10 +127,6 @@ export interface RecordView {
 
 const WS = new Uint8Array(256);
 for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1;
-/** Inside a string: 1 = `"` or `\` (stops a run). */
-const STOP = new Uint8Array(256);
-STOP[0x22] = 1;
-STOP[0x5c] = 1;
 
 // states
 const S_VALUE = 0; // expecting a value
@@ -186,7 +201,7 @@ export class JsonReader implements RecordView {
 
   constructor(root: JsonNode, onRecord: (r: RecordView) => void) {
     this.rootObject = root;
-    this.arrayRoot = { items: root };
+    this.arrayRoot = node({ items: root });
     const mem = new Uint8Array(KEY_MAX + STRING_MAX);
     this.keyBuf = mem.subarray(0, KEY_MAX);
     this.capBuf = mem.subarray(KEY_MAX);
@@ -227,49 +242,41 @@ export class JsonReader implements RecordView {
     this.state = S_FAILED;
   }
 
-  /** Reads `b[start, end)`. */
+  /**
+   * Reads `b[start, end)`. A loop over states, the frequent ones first; a member whose key lies
+   * whole in the chunk is read in one step (key, colon and the start of its value), and a string's
+   * run is scanned by a plain loop (the typed array's own `indexOf` costs more per call than a
+   * string of a response is long).
+   */
   write(b: Uint8Array, start = 0, end = b.length): void {
     let i = start;
     let state = this.state;
     while (i < end) {
       switch (state) {
-        case S_FAILED:
-        case S_DONE:
-          // after a complete top-level value only whitespace may follow
-          if (state === S_DONE) {
-            while (i < end && WS[b[i]!] === 1) i++;
-            if (i < end) state = S_FAILED;
-          }
-          this.state = state;
-          return;
         case S_STRING: {
-          const mode = this.strMode;
-          if (mode === STR_SKIP || mode === STR_BADCOUNT) {
-            while (i < end && STOP[b[i]!] === 0) i++;
-          } else if (mode === STR_TEXT) {
-            let t = 0;
-            while (i < end) {
-              const c = b[i]!;
-              if (STOP[c] === 1) break;
-              if ((c & 0xc0) !== 0x80) t++;
-              i++;
-            }
-            this.text += t;
-          } else {
-            // key or captured string: keep up to its buffer's length
-            const buf = mode === STR_KEY ? this.keyBuf : this.capBuf;
-            const max = mode === STR_KEY ? KEY_MAX : STRING_MAX;
-            let len = mode === STR_KEY ? this.keyLen : this.capLen;
-            while (i < end) {
-              const c = b[i]!;
-              if (STOP[c] === 1) break;
-              if (len < max) buf[len] = c;
-              len++;
-              i++;
-            }
-            if (mode === STR_KEY) this.keyLen = len;
-            else this.capLen = len;
+          let stop = i;
+          while (stop < end) {
+            const c = b[stop]!;
+            if (c === 0x22 || c === 0x5c) break;
+            stop++;
           }
+          const mode = this.strMode;
+          if (mode === STR_TEXT) {
+            let t = 0;
+            for (let k = i; k < stop; k++) if ((b[k]! & 0xc0) !== 0x80) t++;
+            this.text += t;
+          } else if (mode === STR_KEY) {
+            const buf = this.keyBuf;
+            let len = this.keyLen;
+            for (let k = i; k < stop; k++, len++) if (len < KEY_MAX) buf[len] = b[k]!;
+            this.keyLen = len;
+          } else if (mode === STR_CAPTURE) {
+            const buf = this.capBuf;
+            let len = this.capLen;
+            for (let k = i; k < stop; k++, len++) if (len < STRING_MAX) buf[len] = b[k]!;
+            this.capLen = len;
+          }
+          i = stop;
           if (i >= end) break;
           if (b[i] === 0x5c) {
             state = S_ESC;
@@ -278,6 +285,99 @@ export class JsonReader implements RecordView {
           }
           i++; // closing quote
           state = this.endString();
+          break;
+        }
+        case S_KEY: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          const c = b[i++]!;
+          if (c !== 0x22) {
+            state = c === 0x7d && this.kinds[this.depth] === OBJ ? this.close() : S_FAILED;
+            break;
+          }
+          const node = this.nodes[this.depth];
+          let q = i;
+          while (q < end) {
+            const k = b[q]!;
+            if (k === 0x22 || k === 0x5c) break;
+            q++;
+          }
+          if (q < end && b[q] === 0x22) {
+            // the whole key in this chunk, unescaped: matched where it lies, then its colon and the
+            // start of its value in the same step
+            this.next = node != null && node.keys !== undefined && q - i <= KEY_MAX ? this.memberAt(node, b, i, q - i) : null;
+            i = q + 1;
+            while (i < end && WS[b[i]!] === 1) i++;
+            if (i >= end) {
+              state = S_COLON;
+              break;
+            }
+            if (b[i++] !== 0x3a) {
+              state = S_FAILED;
+              break;
+            }
+            while (i < end && WS[b[i]!] === 1) i++;
+            state = i < end ? this.startValue(b[i++]!) : S_VALUE;
+            break;
+          }
+          // split across chunks, or escaped: read as a string
+          if (node != null && node.keys !== undefined) {
+            this.strMode = STR_KEY;
+            this.keyLen = 0;
+          } else {
+            this.strMode = STR_SKIP;
+            this.keyLen = -1; // marks "a key, not read"
+          }
+          state = S_STRING;
+          break;
+        }
+        case S_AFTER: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          const c = b[i++]!;
+          const kind = this.kinds[this.depth];
+          if (c === 0x2c) {
+            if (kind === OBJ) state = S_KEY;
+            else {
+              this.next = this.nodes[this.depth]?.items ?? null;
+              state = S_VALUE;
+            }
+          } else if ((c === 0x7d && kind === OBJ) || (c === 0x5d && kind === ARR)) {
+            state = this.close();
+          } else state = S_FAILED;
+          break;
+        }
+        case S_VALUE: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          state = this.startValue(b[i++]!);
+          break;
+        }
+        case S_NUMBER: {
+          while (i < end) {
+            const c = b[i]!;
+            if (c >= 0x30 && c <= 0x39) {
+              if (this.numDigits < 17) this.numVal = this.numVal * 10 + (c - 0x30);
+              this.numDigits++;
+            } else if (c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d) this.numBad = true;
+            else break;
+            i++;
+          }
+          if (i >= end) break;
+          this.endNumber();
+          state = this.afterValue();
+          break;
+        }
+        case S_LITERAL: {
+          while (i < end && b[i]! >= 0x61 && b[i]! <= 0x7a) i++;
+          if (i >= end) break;
+          state = this.afterValue();
+          break;
+        }
+        case S_COLON: {
+          while (i < end && WS[b[i]!] === 1) i++;
+          if (i >= end) break;
+          state = b[i++] === 0x3a ? S_VALUE : S_FAILED;
           break;
         }
         case S_ESC: {
@@ -306,78 +406,19 @@ export class JsonReader implements RecordView {
           }
           break;
         }
-        case S_NUMBER: {
-          while (i < end) {
-            const c = b[i]!;
-            if (c >= 0x30 && c <= 0x39) {
-              if (this.numDigits < 17) this.numVal = this.numVal * 10 + (c - 0x30);
-              this.numDigits++;
-            } else if (c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d) this.numBad = true;
-            else break;
-            i++;
+        case S_FAILED:
+        case S_DONE:
+          // after a complete top-level value only whitespace may follow
+          if (state === S_DONE) {
+            while (i < end && WS[b[i]!] === 1) i++;
+            if (i < end) state = S_FAILED;
           }
-          if (i >= end) break;
-          this.endNumber();
-          state = this.afterValue();
-          break;
-        }
-        case S_LITERAL: {
-          while (i < end && b[i]! >= 0x61 && b[i]! <= 0x7a) i++;
-          if (i >= end) break;
-          state = this.afterValue();
-          break;
-        }
-        case S_VALUE: {
-          while (i < end && WS[b[i]!] === 1) i++;
-          if (i >= end) break;
-          state = this.startValue(b[i++]!);
-          break;
-        }
-        case S_AFTER: {
-          while (i < end && WS[b[i]!] === 1) i++;
-          if (i >= end) break;
-          const c = b[i++]!;
-          const kind = this.kinds[this.depth];
-          if (c === 0x2c) {
-            if (kind === OBJ) state = S_KEY;
-            else {
-              this.next = this.nodes[this.depth]?.items ?? null;
-              state = S_VALUE;
-            }
-          } else if ((c === 0x7d && kind === OBJ) || (c === 0x5d && kind === ARR)) {
-            state = this.close();
-          } else state = S_FAILED;
-          break;
-        }
-        case S_KEY: {
-          while (i < end && WS[b[i]!] === 1) i++;
-          if (i >= end) break;
-          const c = b[i++]!;
-          if (c === 0x22) {
-            if (this.nodes[this.depth]?.keys !== undefined) {
-              this.strMode = STR_KEY;
-              this.keyLen = 0;
-            } else {
-              this.strMode = STR_SKIP;
-              this.keyLen = -1; // marks "a key, not read"
-            }
-            state = S_STRING;
-          } else if (c === 0x7d && this.kinds[this.depth] === OBJ) {
-            state = this.close();
-          } else state = S_FAILED;
-          break;
-        }
-        case S_COLON: {
-          while (i < end && WS[b[i]!] === 1) i++;
-          if (i >= end) break;
-          state = b[i++] === 0x3a ? S_VALUE : S_FAILED;
-          break;
-        }
+          this.state = state;
+          return;
       }
     }
     this.state = state;
   }
-
 
   private escaped(byte: number): void {
     const mode = this.strMode;
@@ -440,6 +481,19 @@ export class JsonReader implements RecordView {
     this.lastCap[slot] = cb.slice(0, n);
     this.lastCapStr[slot] = str;
     return str;
+  }
+
+  /** The node of the member whose name is `b[start, start + n)`, or null. */
+  private memberAt(node: JsonNode, b: Uint8Array, start: number, n: number): JsonNode | null {
+    const keys = node.keys!;
+    for (let k = 0; k < keys.length; k++) {
+      const name = keys[k]!;
+      if (name.length !== n) continue;
+      let j = 0;
+      while (j < n && name[j] === b[start + j]) j++;
+      if (j === n) return node.keyNodes![k]!;
+    }
+    return null;
   }
 
   /** The node of the member whose name is in keyBuf, or null. */

@@ -88,6 +88,34 @@ describe('JSON reader', () => {
     );
   });
 
+  it('a member read in one step (its key whole in the chunk) reads as the same member split anywhere: pretty-printed, spaced, escaped keys', () => {
+    // the reader takes a member whose key lies whole in a chunk in one step; a key split across
+    // chunks, or escaped, goes through the string states. Both must read the same.
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.constantFrom('model', 'usage', 'items', 'mod\\u0065l', 'a', 'b', 'x', 'usage '), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 5 }),
+        fc.nat({ max: 2 ** 40 }),
+        fc.constantFrom(0, 1, 2),
+        fc.constantFrom('', ' ', '\n\t '),
+        (noise, a, indent, pad) => {
+          const doc = { ...noise, usage: { a, ...(typeof noise.x === 'number' ? { b: noise.x } : {}) } };
+          let text = JSON.stringify(doc, null, indent).replace(/\\\\u0065/g, '\\u0065');
+          if (pad !== '') text = text.replace(/":/g, `"${pad}:${pad}`);
+          const buf = Buffer.from(text);
+          const whole = read([buf]);
+          for (let i = 1; i < buf.length; i++) expect(read(splitAt(buf, [i]))).toEqual(whole);
+          expect(whole.failed).toBe(false);
+          expect(whole.recs[0]?.a).toBe(a);
+        },
+      ),
+      { numRuns: 150 },
+    );
+    // an escaped key is never a schema key: whole or split
+    const esc = Buffer.from('{"mod\\u0065l":"m","model":"n","usage":{"\\u0061":5,"a":6}}');
+    expect(read([esc]).recs).toEqual([{ a: 6, b: null, bad: 0, model: 'n', text: 0 }]);
+    expect(read(splitAt(esc, [5])).recs).toEqual([{ a: 6, b: null, bad: 0, model: 'n', text: 0 }]);
+  });
+
   it('escapes: \\n counts one code point, a surrogate pair one; a model with escapes decodes', () => {
     const { recs } = read([Buffer.from('{"model":"gpt\\/4","items":[{"t":"a\\nb\\ud83d\\ude00\\u00e9"}]}')]);
     expect(recs[0]).toMatchObject({ model: 'gpt/4', text: 5 });
