@@ -31,6 +31,9 @@ type Stream = http2.ServerHttp2Stream;
 /** Bytes a call may have sent that its client has not taken yet (HTTP/2 flow control) before its next answer, before it is cancelled. */
 const SEND_BUFFER_MAX = 4 * 1024 * 1024;
 
+/** The most bytes of answers gathered from one DATA chunk before they are written (see `#batch`). */
+const BATCH_MAX = 16 * 1024;
+
 /** Request bytes reserved (declared lengths of messages being received). */
 export interface Budget {
   buffered: number;
@@ -123,6 +126,13 @@ export class H2Call implements Call {
   #swept = false;
   /** bidi: a message was delivered during the current DATA chunk. */
   #delivered = false;
+  /**
+   * bidi: while a DATA chunk's messages are delivered, the frames sent are gathered here and
+   * written as one when the chunk is read (`#flush`): a chunk of many messages (a burst of a
+   * streamed response's chunks) costs one stream write, not one per answer. Null: not gathering.
+   */
+  #batch: Buffer[] | null = null;
+  #batchBytes = 0;
 
   constructor(stream: Stream, method: ServiceMethod, deadlineMs: number | undefined, encoding: string, session: Budget | undefined, wire: Wire) {
     this.#stream = stream;
@@ -153,6 +163,26 @@ export class H2Call implements Call {
       return true;
     }
     if (!stream.headersSent) stream.respond(HEADERS, WAIT_FOR_TRAILERS);
+    const batch = this.#batch;
+    if (batch !== null) {
+      if (this.#batchBytes + frame.length <= BATCH_MAX) {
+        batch.push(frame);
+        this.#batchBytes += frame.length;
+        return true;
+      }
+      // a large answer, or many: what was gathered goes out first, this one on its own (the
+      // send bound applies to it as to any write)
+      this.#flush();
+      this.#batch = [];
+      this.#batchBytes = 0;
+      if (this.closed) return false;
+    }
+    return this.#write(frame);
+  }
+
+  /** Writes frames to the stream; past the send bound the call is cancelled. */
+  #write(frame: Buffer): boolean {
+    const stream = this.#stream;
     const more = stream.write(frame);
     // the bound is on what the client has not taken before this frame: one answer larger than it
     // (an ext_proc request body rewritten to ask for usage, up to 16 MiB) is still sent whole
@@ -163,8 +193,18 @@ export class H2Call implements Call {
     return more;
   }
 
+  /** Writes the frames gathered while a DATA chunk was read, as one write. */
+  #flush(): void {
+    const batch = this.#batch;
+    if (batch === null) return;
+    this.#batch = null;
+    if (batch.length === 0 || !open(this.#stream)) return;
+    this.#write(batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.#batchBytes));
+  }
+
   end(code: number, message = ''): void {
     if (this.#ended) return;
+    this.#flush(); // what the handler sent before it ended the call goes first
     this.#ended = true;
     this.#settle();
     const stream = this.#stream;
@@ -219,7 +259,13 @@ export class H2Call implements Call {
     // message.
     const fresh = this.#have === 0;
     this.#delivered = false;
-    this.#read(c!);
+    this.#batch = [];
+    this.#batchBytes = 0;
+    try {
+      this.#read(c!);
+    } finally {
+      this.#flush();
+    }
     if (this.#ended) return;
     if (this.#have > 0) {
       if (fresh || this.#delivered || !this.#swept) {
@@ -416,6 +462,7 @@ export class H2Call implements Call {
   /** Client too slow to take what was sent: reset, tell the handler. */
   #cancel(): void {
     this.#ended = true;
+    this.#batch = null;
     this.#settle();
     if (open(this.#stream)) this.#stream.close(http2.constants.NGHTTP2_CANCEL);
     this.#tellCancel();
