@@ -150,6 +150,38 @@ const STR_BADCOUNT = 4; // a string where a count was expected
 
 const NONE = new Uint8Array(0);
 
+/**
+ * The index after the scalar value at `b[i]` when it ends before `end` (a string without escapes,
+ * a number, a literal), else -1 (not a scalar, an escape, or cut by the chunk's end). Not a
+ * validator, as the reader is not: what it passes over is never read.
+ */
+function skipScalar(b: Uint8Array, i: number, end: number): number {
+  const c = b[i]!;
+  let j = i + 1;
+  if (c === 0x22) {
+    while (j < end) {
+      const k = b[j]!;
+      if (k === 0x22) return j + 1;
+      if (k === 0x5c) return -1;
+      j++;
+    }
+    return -1;
+  }
+  if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+    while (j < end) {
+      const k = b[j]!;
+      if ((k >= 0x30 && k <= 0x39) || k === 0x2e || k === 0x65 || k === 0x45 || k === 0x2b || k === 0x2d) j++;
+      else return j;
+    }
+    return -1;
+  }
+  if (c === 0x74 || c === 0x66 || c === 0x6e) {
+    while (j < end && b[j]! >= 0x61 && b[j]! <= 0x7a) j++;
+    return j < end ? j : -1;
+  }
+  return -1;
+}
+
 const OBJ = 1;
 const ARR = 2;
 
@@ -317,7 +349,26 @@ export class JsonReader implements RecordView {
               break;
             }
             while (i < end && WS[b[i]!] === 1) i++;
-            state = i < end ? this.startValue(b[i++]!) : S_VALUE;
+            if (i >= end) {
+              state = S_VALUE;
+              break;
+            }
+            if (this.next === null && this.deepFrom === 0) {
+              // a member not read whose scalar value lies whole in the chunk: passed over here,
+              // with the comma after it (a string with an escape, a container, or a value the
+              // chunk cuts goes the long way)
+              const j = skipScalar(b, i, end);
+              if (j !== -1) {
+                i = j;
+                while (i < end && WS[b[i]!] === 1) i++;
+                if (i < end && b[i] === 0x2c) {
+                  i++;
+                  state = S_KEY;
+                } else state = S_AFTER;
+                break;
+              }
+            }
+            state = this.startValue(b[i++]!);
             break;
           }
           // split across chunks, or escaped: read as a string

@@ -108,6 +108,8 @@ export class H2Call implements Call {
   #listener: CallListener | undefined;
   /** Chunks of the message being received (after any delivered ones). */
   #chunks: Buffer[] = EMPTY;
+  /** Bytes of `#chunks[0]` already taken (whole messages taken off its front need no new view of the rest). */
+  #off = 0;
   #have = 0;
   /** Declared length of the message being received, -1 before its prefix. */
   #len = -1;
@@ -282,6 +284,7 @@ export class H2Call implements Call {
     if (this.#kind !== 'bidi' && this.#message !== undefined) return this.fail(Status.UNIMPLEMENTED, 'Received a second request message for a unary method');
     if (this.#have === 0) {
       this.#chunks = [chunk];
+      this.#off = 0;
     } else {
       if (this.#chunks === EMPTY) this.#chunks = [];
       this.#chunks.push(chunk);
@@ -303,11 +306,12 @@ export class H2Call implements Call {
   /** Reads the length prefix: refuses an oversize message before buffering it, reserves its bytes. */
   #readPrefix(): boolean {
     let head = this.#chunks[0]!;
-    if (head.length < 5) {
+    if (head.length - this.#off < 5) {
+      this.#trimHead();
       head = Buffer.concat(this.#chunks, this.#have);
       this.#chunks = [head];
     }
-    const len = head.readUInt32BE(1);
+    const len = head.readUInt32BE(this.#off + 1);
     const max = this.#wire.maxReceiveBytes;
     if (len > max) {
       this.fail(Status.RESOURCE_EXHAUSTED, `Received message larger than max (${len} vs. ${max})`);
@@ -338,18 +342,33 @@ export class H2Call implements Call {
     if (this.#session) this.#session.buffered -= n;
   }
 
+  /** The bytes of the first chunk already taken are cut off it (before its chunks are joined). */
+  #trimHead(): void {
+    if (this.#off === 0) return;
+    this.#chunks[0] = this.#chunks[0]!.subarray(this.#off);
+    this.#off = 0;
+  }
+
   /** Takes the complete message (`need` bytes with its prefix) off the chunks and delivers or holds it. */
   #takeMessage(need: number): void {
     const chunks = this.#chunks;
-    let frame: Buffer;
     let lease: Buffer | undefined;
     const first = chunks[0]!;
-    if (first.length >= need) {
-      frame = first.subarray(0, need);
-      if (first.length > need) chunks[0] = first.subarray(need);
-      else chunks.shift();
+    const off = this.#off;
+    let flag: number;
+    let message: Buffer;
+    if (first.length - off >= need) {
+      // the whole message in the first chunk: one view of it, and the chunk's offset moves on
+      flag = first[off]!;
+      message = first.subarray(off + 5, off + need);
+      if (first.length - off > need) this.#off = off + need;
+      else {
+        chunks.shift();
+        this.#off = 0;
+      }
     } else {
       // the message spans chunks: join exactly its bytes; the tail of the last one stays a chunk
+      this.#trimHead();
       let n = 0;
       let i = 0;
       while (n + chunks[i]!.length < need) n += chunks[i++]!.length;
@@ -357,23 +376,28 @@ export class H2Call implements Call {
       const cut = need - n;
       const parts = chunks.slice(0, i);
       parts.push(last.subarray(0, cut));
+      let frame: Buffer;
       ({ buf: frame, lease } = this.#wire.pool.join(parts, need));
       if (cut < last.length) {
         chunks.splice(0, i + 1, last.subarray(cut));
       } else chunks.splice(0, i + 1);
+      flag = frame[0]!;
+      message = frame.subarray(5);
     }
     this.#have -= need;
     this.#len = -1;
-    if (this.#have === 0) this.#chunks = EMPTY;
-    let message = frame.subarray(5);
-    if (frame[0] === 1) {
+    if (this.#have === 0) {
+      this.#chunks = EMPTY;
+      this.#off = 0;
+    }
+    if (flag === 1) {
       const inflated = this.#inflate(message);
       // decompressed into its own buffer (or refused): the pooled one is free again
       this.#giveBack(lease);
       lease = undefined;
       if (inflated === undefined) return;
       message = inflated;
-    } else if (frame[0] !== 0) {
+    } else if (flag !== 0) {
       this.#giveBack(lease);
       return this.fail(Status.INTERNAL, 'Invalid compression flag');
     }
@@ -447,6 +471,7 @@ export class H2Call implements Call {
     this.#message = undefined;
     this.#lease = undefined;
     this.#chunks = EMPTY;
+    this.#off = 0;
     this.#deliver(message, lease);
   }
 
@@ -480,6 +505,7 @@ export class H2Call implements Call {
     this.#wire.sweep.delete(this);
     this.#swept = false;
     this.#chunks = EMPTY;
+    this.#off = 0;
     this.#have = 0;
     this.#message = undefined;
     const lease = this.#lease;
