@@ -286,18 +286,27 @@ export class JsonReader implements RecordView {
     while (i < end) {
       switch (state) {
         case S_STRING: {
-          let stop = i;
-          while (stop < end) {
-            const c = b[stop]!;
-            if (c === 0x22 || c === 0x5c) break;
-            stop++;
-          }
           const mode = this.strMode;
+          let stop = i;
           if (mode === STR_TEXT) {
-            let t = 0;
-            for (let k = i; k < stop; k++) if ((b[k]! & 0xc0) !== 0x80) t++;
-            this.text += t;
-          } else if (mode === STR_KEY) {
+            // generated text: its code points counted in the same pass (every byte that is not a
+            // UTF-8 continuation byte starts one)
+            let cont = 0;
+            while (stop < end) {
+              const c = b[stop]!;
+              if (c === 0x22 || c === 0x5c) break;
+              if ((c & 0xc0) === 0x80) cont++;
+              stop++;
+            }
+            this.text += stop - i - cont;
+          } else {
+            while (stop < end) {
+              const c = b[stop]!;
+              if (c === 0x22 || c === 0x5c) break;
+              stop++;
+            }
+          }
+          if (mode === STR_KEY) {
             const buf = this.keyBuf;
             let len = this.keyLen;
             for (let k = i; k < stop; k++, len++) if (len < KEY_MAX) buf[len] = b[k]!;
