@@ -54,6 +54,16 @@ const body = fc.oneof(
     },
     { requiredKeys: [] },
   ),
+  // Key-shaped: a valid body has no other field, which the record above leaves out only at times
+  // (a run of 500 gave no valid create body once in a while, and the check below then failed)
+  fc.record(
+    {
+      name: fc.oneof(fc.constantFrom('ok name', 'k'), fc.string({ maxLength: 140 })),
+      models: fc.oneof(fc.constant(null), fc.constant(['openai/*']), fc.array(modelish, { maxLength: 2 })),
+      expires_at: fc.oneof(fc.constant(null), fc.constant('2999-01-01T00:00:00Z'), dateish),
+    },
+    { requiredKeys: [] },
+  ),
   fc.anything(),
 );
 
