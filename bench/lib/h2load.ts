@@ -117,7 +117,10 @@ export async function runH2load(spec: H2loadSpec): Promise<H2loadResult> {
   const rows = lines.map((l) => l.split('\t').map(Number) as [number, number, number]);
   const t0 = rows.reduce((m, r) => Math.min(m, r[0]), Infinity);
   const cut = t0 + spec.warmupSec * 1e6;
-  const lat = Float64Array.from(rows.filter((r) => r[0] >= cut).map((r) => r[2])).sort();
+  // A run so slow that none of its logged requests started after the warm-up (a loaded machine, a
+  // sub-second smoke run): its latencies are those of every request, not none (NaN in a table).
+  const measured = rows.filter((r) => r[0] >= cut);
+  const lat = Float64Array.from((measured.length > 0 ? measured : rows).map((r) => r[2])).sort();
   return {
     rps,
     done,
