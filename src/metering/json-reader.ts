@@ -558,17 +558,7 @@ export class JsonReader implements RecordView {
 
   /** The node of the member whose name is in keyBuf, or null. */
   private member(node: JsonNode): JsonNode | null {
-    const keys = node.keys!;
-    const n = this.keyLen;
-    const kb = this.keyBuf;
-    for (let k = 0; k < keys.length; k++) {
-      const name = keys[k]!;
-      if (name.length !== n) continue;
-      let j = 0;
-      while (j < n && name[j] === kb[j]) j++;
-      if (j === n) return node.keyNodes![k]!;
-    }
-    return null;
+    return this.memberAt(node, this.keyBuf, 0, this.keyLen);
   }
 
   private endNumber(): void {
