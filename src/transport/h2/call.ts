@@ -135,6 +135,8 @@ export class H2Call implements Call {
    */
   #batch: Buffer[] | null = null;
   #batchBytes = 0;
+  /** The one array `#batch` gathers into (emptied by each flush: the frames are copied or written by then). */
+  readonly #gathered: Buffer[] = [];
 
   constructor(stream: Stream, method: ServiceMethod, deadlineMs: number | undefined, encoding: string, session: Budget | undefined, wire: Wire) {
     this.#stream = stream;
@@ -175,8 +177,7 @@ export class H2Call implements Call {
       // a large answer, or many: what was gathered goes out first, this one on its own (the
       // send bound applies to it as to any write)
       this.#flush();
-      this.#batch = [];
-      this.#batchBytes = 0;
+      this.#gather();
       if (this.closed) return false;
     }
     return this.#write(frame);
@@ -200,8 +201,14 @@ export class H2Call implements Call {
     const batch = this.#batch;
     if (batch === null) return;
     this.#batch = null;
-    if (batch.length === 0 || !open(this.#stream)) return;
-    this.#write(batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.#batchBytes));
+    if (batch.length > 0 && open(this.#stream)) this.#write(batch.length === 1 ? batch[0]! : Buffer.concat(batch, this.#batchBytes));
+    batch.length = 0;
+  }
+
+  /** Answers sent from now on are gathered until `#flush`. */
+  #gather(): void {
+    this.#batch = this.#gathered;
+    this.#batchBytes = 0;
   }
 
   end(code: number, message = ''): void {
@@ -261,8 +268,7 @@ export class H2Call implements Call {
     // message.
     const fresh = this.#have === 0;
     this.#delivered = false;
-    this.#batch = [];
-    this.#batchBytes = 0;
+    this.#gather();
     try {
       this.#read(c!);
     } finally {
@@ -488,6 +494,7 @@ export class H2Call implements Call {
   #cancel(): void {
     this.#ended = true;
     this.#batch = null;
+    this.#gathered.length = 0;
     this.#settle();
     if (open(this.#stream)) this.#stream.close(http2.constants.NGHTTP2_CANCEL);
     this.#tellCancel();
