@@ -42,7 +42,7 @@ import { ensureH2load, runH2load, type H2loadResult } from './lib/h2load.ts';
 import { verdictOf } from './lib/loadgen.ts';
 import { loadAverage, startTarget, type Target } from './lib/procs.ts';
 import { startRedis } from './lib/redis.ts';
-import { ENVOY_HEADERS, median } from './lib/common.ts';
+import { bookingsLanded, ENVOY_HEADERS, median } from './lib/common.ts';
 import { seedConsoleKey } from './lib/seed.ts';
 import { summarizeProfile } from './lib/profile.ts';
 
@@ -202,19 +202,7 @@ async function throughput(env: Record<string, string>, key: string, x: Record<'j
     // a metered run ends when its bookings have landed (the key's spend still for 750 ms): at
     // saturation the booker's queue outgrows Redis's writes, and the rest would be charged to the
     // process's next run (docs/performance.md, "the booking drain")
-    if (run.path === PROCESS_PATH && (run.t === kg || run.t === before)) {
-      const t0 = Date.now();
-      let last = await usageCount(db, keyId);
-      let still = Date.now();
-      while (Date.now() - still < 750 && Date.now() - t0 < 60_000) {
-        await sleep(50);
-        const n = await usageCount(db, keyId);
-        if (n !== last) {
-          last = n;
-          still = Date.now();
-        }
-      }
-    }
+    if (run.path === PROCESS_PATH && (run.t === kg || run.t === before)) await bookingsLanded(() => usageCount(db, keyId));
     return { r, cpu: ((run.t.cpuMs() - c0) * 1000) / Math.max(1, r.allRequests) };
   };
   log('warm-up: every run once');

@@ -36,7 +36,7 @@ import { pricesKey } from '../src/schema/prices.ts';
 import { WalletField } from '../src/schema/money.ts';
 import { schema } from '../src/schema/redis-schema.ts';
 import { chatBody, encodeCheck, malformedKey } from './lib/bodies.ts';
-import { ENVOY_HEADERS, median, treeCommit } from './lib/common.ts';
+import { bookingsLanded, ENVOY_HEADERS, median, treeCommit } from './lib/common.ts';
 import { exchangeBody, exchangeMessages, json2k, processStream, PROCESS_PATH, sse300, type ExchangeSpec } from './lib/ext-proc.ts';
 import { ensureH2load, runH2load } from './lib/h2load.ts';
 import { runLoad } from './lib/loadgen.ts';
@@ -237,20 +237,7 @@ async function main(): Promise<void> {
      * have landed (the wallet unchanged for 750 ms, three booker intervals), and its CPU and its
      * bookings/s include that drain.
      */
-    const drained = async (): Promise<number> => {
-      const t0 = Date.now();
-      let last = await balance();
-      let still = Date.now();
-      while (Date.now() - still < 750 && Date.now() - t0 < 60_000) {
-        await new Promise((r) => setTimeout(r, 50));
-        const b = await balance();
-        if (b !== last) {
-          last = b;
-          still = Date.now();
-        }
-      }
-      return (still - t0) / 1000;
-    };
+    const drained = () => bookingsLanded(balance);
     const drive = async (run: Run, sec: number): Promise<Figure> => {
       const [c, m] = run.shape.split('x').map(Number) as [number, number];
       const c0 = run.t.cpuMs();

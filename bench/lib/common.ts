@@ -20,3 +20,24 @@ export function treeCommit(dir: string): string {
     return 'a tree without git';
   }
 }
+
+/**
+ * Waits until `read()` (a booked total: a wallet's balance, a key's spend) has not changed for
+ * `quietMs` (default 750 ms: three of the booker's 250 ms intervals), or `maxMs` passed; returns
+ * the seconds waited until the last change. A metered run at saturation leaves bookings queued in
+ * the sidecar's booker: they land after h2load stops, and their CPU belongs to the run.
+ */
+export async function bookingsLanded(read: () => Promise<number>, quietMs = 750, maxMs = 60_000): Promise<number> {
+  const t0 = Date.now();
+  let last = await read();
+  let still = Date.now();
+  while (Date.now() - still < quietMs && Date.now() - t0 < maxMs) {
+    await new Promise((r) => setTimeout(r, 50));
+    const v = await read();
+    if (v !== last) {
+      last = v;
+      still = Date.now();
+    }
+  }
+  return (still - t0) / 1000;
+}
