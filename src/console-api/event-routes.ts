@@ -24,7 +24,6 @@ import type { Endpoint } from '../events/webhooks.ts';
 import { deadJson, webhookJson } from '../events/views.ts';
 import { SECURITY, iso } from './route-common.ts';
 
-
 export function isKeySelfRoute(url: string): boolean {
   return url === '/v1/key' || url.startsWith('/v1/key?');
 }
